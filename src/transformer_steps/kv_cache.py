@@ -1,0 +1,49 @@
+"""A preallocated key/value cache for one attention layer (the gpt-fast shape)."""
+
+from __future__ import annotations
+
+import torch
+
+
+class KVCache:
+    """Keys and values of every position seen so far, written in place at explicit positions.
+
+    Buffers are (B, n_kv_heads, max_len, head_dim); `update` returns views of the filled prefix.
+    """
+
+    def __init__(self, batch_size: int, n_kv_heads: int, max_len: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, device=None):
+        shape = (batch_size, n_kv_heads, max_len, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0  # positions [0, length) hold valid keys/values
+
+    @property
+    def max_len(self) -> int:
+        return self.k.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.numel() * self.k.element_size() * 2
+
+    def update(self, start_pos: int, k: torch.Tensor, v: torch.Tensor):
+        """Write k, v (B, nkv, T, hs) at positions [start_pos, start_pos + T); return keys/values [0, end)."""
+        t = k.shape[2]
+        end = start_pos + t
+        if k.shape != v.shape or k.shape[:2] != self.k.shape[:2] or k.shape[3] != self.k.shape[3]:
+            raise ValueError(f"k and v must both be {tuple(self.k.shape[:2])} x T x {self.k.shape[3]}, "
+                             f"got {tuple(k.shape)} and {tuple(v.shape)}")
+        if not 0 <= start_pos <= self.length:
+            raise ValueError(f"start_pos must be in [0, {self.length}] (the filled length), got {start_pos}")
+        if end > self.max_len:
+            raise ValueError(f"KV cache overflow: positions up to {end} requested, capacity is {self.max_len}; "
+                             "make the cache larger (max_len) or generate fewer tokens")
+        self.k[:, :, start_pos:end] = k
+        self.v[:, :, start_pos:end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def reset(self):
+        self.k.zero_()
+        self.v.zero_()
+        self.length = 0
