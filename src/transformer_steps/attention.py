@@ -50,7 +50,7 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_dim
-        self.impl = cfg.attn_impl
+        self.impl, self.causal = cfg.attn_impl, cfg.causal
         d = cfg.d_model
         self.q_proj = nn.Linear(d, self.n_heads * self.head_dim, bias=cfg.bias)
         self.k_proj = nn.Linear(d, self.n_kv_heads * self.head_dim, bias=cfg.bias)
@@ -73,10 +73,12 @@ class CausalSelfAttention(nn.Module):
         if need_weights or self.impl == "reference":
             groups = self.n_heads // self.n_kv_heads  # each kv head serves `groups` query heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-            y, weights = attention(q, k, v, causal_mask(T, t_k, x.device))
+            y, weights = attention(q, k, v, causal_mask(T, t_k, x.device) if self.causal else None)
         else:
             gqa = self.n_kv_heads != self.n_heads
-            if T == t_k:
+            if not self.causal:
+                y = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+            elif T == t_k:
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
             elif T == 1:  # one new token at the end sees every cached key: no mask needed
                 y = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)

@@ -33,6 +33,7 @@ class ModelConfig:
     norm_eps: float = 1e-5
     dropout: float = 0.0
     attn_impl: str = "sdpa"  # "reference" = the readable softmax(QK^T/sqrt(d))V path, returns weights
+    causal: bool = True  # False = every token sees every token (encoder-style; the seed's worked example)
 
     def __post_init__(self):
         for name in ("vocab_size", "max_seq_len", "d_model", "n_layers", "n_heads", "n_experts",

@@ -66,6 +66,8 @@ def generate(model: TransformerLM, idx: torch.Tensor, max_new_tokens: int, *, te
     """
     _check_sampling(max_new_tokens, temperature, top_k, top_p)
     model.check_ids(idx)
+    if not model.cfg.causal:
+        raise ValueError("generate needs a causal model (cfg.causal=True): a bidirectional one sees the future")
     B, T = idx.shape
     if T + max_new_tokens > model.cfg.max_seq_len:
         raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) = {T + max_new_tokens} exceeds "
