@@ -1,0 +1,164 @@
+"""Attention: the reference function against torch's SDPA, the causal mask for t_q != t_k, and the module's
+two paths (SDPA and reference) against each other and against a per-head loop written out by hand."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_steps import CausalSelfAttention, KVCache, ModelConfig, attention, causal_mask
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def brute_force_causal_mask(t_q, t_k):
+    """Query i is the token at absolute position t_k - t_q + i; it may see keys at positions <= its own."""
+    return torch.tensor([[j <= t_k - t_q + i for j in range(t_k)] for i in range(t_q)])
+
+
+@pytest.mark.parametrize(("t_q", "t_k"), [(1, 1), (5, 5), (1, 7), (3, 7), (6, 7)])
+def test_causal_mask_matches_brute_force(t_q, t_k):
+    mask = causal_mask(t_q, t_k)
+    assert mask.dtype == torch.bool and mask.shape == (t_q, t_k)
+    assert torch.equal(mask, brute_force_causal_mask(t_q, t_k))
+
+
+def test_causal_mask_decode_step_sees_everything_and_square_is_lower_triangular():
+    assert causal_mask(1, 9).all()
+    assert torch.equal(causal_mask(4, 4), torch.ones(4, 4, dtype=torch.bool).tril())
+    # chunked prefill: the last 2 of 5 positions; SDPA's is_causal would wrongly align them top-left
+    assert torch.equal(causal_mask(2, 5), torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool))
+
+
+def test_causal_mask_rejects_more_queries_than_keys():
+    with pytest.raises(ValueError, match=r"more queries \(4\) than keys \(3\)"):
+        causal_mask(4, 3)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_reference_attention_matches_sdpa(masked):
+    q, k, v = randn(2, 3, 5, 8, seed=1), randn(2, 3, 7, 8, seed=2), randn(2, 3, 7, 6, seed=3)
+    mask = causal_mask(5, 7) if masked else None
+    out, weights = attention(q, k, v, mask)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    assert weights.shape == (2, 3, 5, 7)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
+    assert (weights >= 0).all()
+    if masked:
+        assert (weights[..., ~mask] == 0).all()
+
+
+def test_reference_attention_by_hand_and_custom_scale():
+    q, k, v = randn(4, 3, seed=4), randn(6, 3, seed=5), randn(6, 2, seed=6)
+    scores = torch.tensor([[sum(q[i, c] * k[j, c] for c in range(3)) / math.sqrt(3) for j in range(6)]
+                           for i in range(4)])
+    want = torch.softmax(scores, dim=-1)
+    out, weights = attention(q, k, v)
+    torch.testing.assert_close(weights, want)
+    torch.testing.assert_close(out, want @ v)
+    out2, _ = attention(q, k, v, scale=0.5)
+    torch.testing.assert_close(out2, F.scaled_dot_product_attention(q, k, v, scale=0.5))
+
+
+def test_reference_attention_broadcasts_a_per_batch_mask():
+    q, k, v = randn(2, 1, 3, 4, seed=7), randn(2, 1, 3, 4, seed=8), randn(2, 1, 3, 4, seed=9)
+    mask = torch.tensor([[True, True, False], [True, False, False]])[:, None, None, :]  # (B, 1, 1, Tk) padding
+    out, weights = attention(q, k, v, mask)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    assert (weights[0, ..., 2] == 0).all() and (weights[1, ..., 1:] == 0).all()
+
+
+def test_reference_attention_bad_inputs():
+    q, k, v = randn(3, 4), randn(5, 4), randn(5, 2)
+    with pytest.raises(ValueError, match=r"same last dimension \(d_k\), got 4 and 3"):
+        attention(q, randn(5, 3), v)
+    with pytest.raises(ValueError, match="same length T_k, got 5 and 6"):
+        attention(q, k, randn(6, 2))
+    with pytest.raises(TypeError, match="mask must be a bool tensor"):
+        attention(q, k, v, torch.ones(3, 5))
+
+
+def make_attn(impl="sdpa", n_kv_heads=None, causal=True, seed=0, bias=True):
+    torch.manual_seed(seed)
+    cfg = ModelConfig(vocab_size=11, max_seq_len=16, d_model=24, n_layers=1, n_heads=4, n_kv_heads=n_kv_heads,
+                      attn_impl=impl, causal=causal, bias=bias)
+    module = CausalSelfAttention(cfg).eval()
+    with torch.no_grad():  # biases are zero at init: make them matter
+        for p in module.parameters():
+            p.copy_(randn(*p.shape, seed=seed + p.numel()) * 0.3)
+    return cfg, module
+
+
+def by_hand(module, x, causal):
+    """Each query head h reads kv head h // (n_heads / n_kv_heads); one softmax row per query."""
+    B, T, _ = x.shape
+    nh, nkv, hs = module.n_heads, module.n_kv_heads, module.head_dim
+    q = module.q_proj(x).view(B, T, nh, hs)
+    k = module.k_proj(x).view(B, T, nkv, hs)
+    v = module.v_proj(x).view(B, T, nkv, hs)
+    heads = torch.zeros(B, T, nh, hs)
+    for b in range(B):
+        for h in range(nh):
+            g = h // (nh // nkv)
+            for i in range(T):
+                seen = range(i + 1) if causal else range(T)
+                scores = torch.stack([q[b, i, h] @ k[b, j, g] / math.sqrt(hs) for j in seen])
+                heads[b, i, h] = torch.softmax(scores, 0) @ v[b, list(seen), g]
+    return module.o_proj(heads.reshape(B, T, nh * hs))
+
+
+@pytest.mark.parametrize("n_kv_heads", [None, 2, 1])
+@pytest.mark.parametrize("causal", [True, False])
+def test_module_paths_agree_with_each_other_and_by_hand(n_kv_heads, causal):
+    _, fast = make_attn("sdpa", n_kv_heads, causal)
+    _, ref = make_attn("reference", n_kv_heads, causal)
+    x = randn(2, 5, 24, seed=10)
+    with torch.no_grad():
+        y_fast, y_ref = fast(x), ref(x)
+        torch.testing.assert_close(y_fast, y_ref)
+        torch.testing.assert_close(y_ref, by_hand(ref, x, causal))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_future_tokens_matter_only_without_the_causal_mask(causal):
+    _, module = make_attn(causal=causal)
+    x = randn(1, 6, 24, seed=11)
+    x2 = x.clone()
+    x2[:, 4] += 1.0
+    with torch.no_grad():
+        y, y2 = module(x), module(x2)
+    assert torch.allclose(y[:, :4], y2[:, :4], atol=1e-6) == causal
+    assert not torch.allclose(y[:, 4:], y2[:, 4:])
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "reference"])
+def test_need_weights_returns_rows_that_sum_to_one(impl):
+    _, module = make_attn(impl, n_kv_heads=2)
+    x = randn(2, 5, 24, seed=12)
+    with torch.no_grad():
+        y, weights = module(x, need_weights=True)
+        torch.testing.assert_close(y, module(x))
+    assert weights.shape == (2, 4, 5, 5)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 5))
+    assert (weights[..., ~causal_mask(5, 5)] == 0).all()
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "reference"])
+@pytest.mark.parametrize("n_kv_heads", [None, 2])
+@pytest.mark.parametrize("chunks", [(7,), (4, 3), (3, 1, 1, 2), (1,) * 7])
+def test_cached_chunks_equal_one_full_pass(impl, n_kv_heads, chunks):
+    """Chunked prefill (t_q > 1, t_q < t_k) and decode steps (t_q = 1) need the bottom-right-aligned mask."""
+    cfg, module = make_attn(impl, n_kv_heads)
+    x = randn(2, 7, 24, seed=13)
+    cache = KVCache(2, cfg.kv_heads, 7, cfg.head_dim)
+    with torch.no_grad():
+        full = module(x)
+        pieces, pos = [], 0
+        for t in chunks:
+            pieces.append(module(x[:, pos:pos + t], start_pos=pos, cache=cache))
+            pos += t
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full)
+    assert cache.length == 7

@@ -1,0 +1,104 @@
+"""ModelConfig: resolved sizes, presets, replace, and every impossible configuration rejected by name."""
+
+import dataclasses
+
+import pytest
+
+from transformer_steps import PRESETS, ModelConfig
+from transformer_steps.config import FFNS, NORM_POSITIONS, NORMS, POSITIONS
+
+TINY = {"vocab_size": 11, "max_seq_len": 8, "d_model": 16, "n_layers": 1, "n_heads": 4}
+
+
+def cfg(**changes):
+    return ModelConfig(**{**TINY, **changes})
+
+
+def test_resolved_sizes():
+    c = cfg()
+    assert (c.head_dim, c.kv_heads, c.ffn_dim) == (4, 4, 64)
+    assert cfg(n_kv_heads=2).kv_heads == 2
+    assert cfg(d_ff=24).ffn_dim == 24
+    # SwiGLU / MoE: 8/3 * d rounded up to a multiple of 8 (16 * 8 / 3 = 42.7 -> 48)
+    assert cfg(ffn="swiglu").ffn_dim == 48
+    assert cfg(ffn="moe").ffn_dim == 48
+    assert cfg(d_model=24, ffn="swiglu").ffn_dim == 64  # exactly 8/3 * 24, already a multiple of 8
+
+
+def test_presets_build_and_accept_overrides():
+    assert set(PRESETS) >= {"gpt2-small", "llama-tiny", "char-tiny"}
+    for name in PRESETS:
+        assert ModelConfig.preset(name).d_model == PRESETS[name]["d_model"]
+    gpt2 = ModelConfig.preset("gpt2-small")
+    assert (gpt2.vocab_size, gpt2.n_layers, gpt2.n_heads, gpt2.d_model, gpt2.ffn_dim) == (50257, 12, 12, 768, 3072)
+    llama = ModelConfig.preset("llama-tiny", n_layers=1)
+    assert (llama.n_layers, llama.kv_heads, llama.pos, llama.tie_embeddings) == (1, 2, "rope", False)
+    with pytest.raises(ValueError, match=r"unknown preset 'gpt5'.*char-tiny.*gpt2-small.*llama-tiny"):
+        ModelConfig.preset("gpt5")
+    with pytest.raises(ValueError, match="n_heads"):
+        ModelConfig.preset("llama-tiny", n_heads=3)  # overrides are validated too
+
+
+def test_config_is_frozen_and_replace_validates():
+    c = cfg()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.d_model = 32
+    r = c.replace(norm="rmsnorm")
+    assert (r.norm, c.norm) == ("rmsnorm", "layernorm")
+    with pytest.raises(ValueError, match="n_heads"):
+        c.replace(n_heads=5)
+
+
+@pytest.mark.parametrize("name", ["vocab_size", "max_seq_len", "d_model", "n_layers", "n_heads", "n_kv_heads",
+                                  "d_ff", "n_experts", "experts_per_token"])
+@pytest.mark.parametrize("bad", [0, -3])
+def test_non_positive_sizes_rejected(name, bad):
+    with pytest.raises(ValueError, match=rf"{name} must be >= 1, got {bad}"):
+        cfg(**{name: bad})
+
+
+@pytest.mark.parametrize("name", ["vocab_size", "max_seq_len", "d_model", "n_layers", "n_heads", "n_kv_heads",
+                                  "d_ff", "n_experts", "experts_per_token"])
+@pytest.mark.parametrize("bad", [16.0, "16", True])
+def test_non_int_sizes_rejected(name, bad):
+    with pytest.raises(TypeError, match=rf"{name} must be an int, got {type(bad).__name__}"):
+        cfg(**{name: bad})
+
+
+@pytest.mark.parametrize(("field", "allowed"), [("norm", NORMS), ("norm_position", NORM_POSITIONS),
+                                                 ("ffn", FFNS), ("pos", POSITIONS),
+                                                 ("attn_impl", ("sdpa", "reference"))])
+def test_unknown_names_list_the_allowed_values(field, allowed):
+    with pytest.raises(ValueError, match=rf"unknown {field} 'bogus'; allowed: {', '.join(allowed)}"):
+        cfg(**{field: "bogus"})
+
+
+def test_allowed_lists_are_the_documented_ones():
+    assert NORMS == ("layernorm", "rmsnorm")
+    assert NORM_POSITIONS == ("pre", "post")
+    assert FFNS == ("gelu", "relu", "swiglu", "moe")
+    assert POSITIONS == ("learned", "sinusoidal", "rope", "none")
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"d_model": 18}, r"d_model \(18\) must be divisible by n_heads \(4\)"),
+    ({"n_kv_heads": 3}, r"n_heads \(4\) must be divisible by n_kv_heads \(3\)"),
+    ({"n_kv_heads": 8}, r"n_heads \(4\) must be divisible by n_kv_heads \(8\)"),
+    ({"d_model": 12, "pos": "rope"}, r"head_dim \(d_model / n_heads = 3\) must be even"),
+    ({"d_model": 15, "n_heads": 5, "pos": "sinusoidal"}, r"d_model \(15\) must be even"),
+    ({"ffn": "moe", "n_experts": 2, "experts_per_token": 3}, r"experts_per_token \(3\) must be in \[1, n_experts=2\]"),
+    ({"dropout": 1.0}, r"dropout must be in \[0, 1\), got 1.0"),
+    ({"dropout": -0.1}, r"dropout must be in \[0, 1\)"),
+    ({"norm_eps": 0.0}, "norm_eps must be > 0"),
+    ({"rope_base": 1.0}, "rope_base must be > 1"),
+])
+def test_impossible_configs_are_rejected(changes, message):
+    with pytest.raises(ValueError, match=message):
+        cfg(**changes)
+
+
+def test_constraints_only_apply_where_they_matter():
+    assert cfg(d_model=12, pos="learned").head_dim == 3  # odd head_dim needs no pairs without RoPE
+    assert cfg(d_model=12, n_heads=12, pos="sinusoidal").head_dim == 1  # sinusoidal pairs d_model, not hs
+    # experts_per_token only matters for MoE
+    assert cfg(n_experts=2, experts_per_token=3).ffn == "gelu"
