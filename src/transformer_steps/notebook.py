@@ -62,3 +62,12 @@ def check(answer, expected, *, atol: float = 1e-3, name: str = "answer") -> bool
     print(f"Not quite: largest difference {fmt(diff.flatten()[i])}{where} "
           f"(expected {fmt(want.flatten()[i])}, got {fmt(got.flatten()[i])}; tolerance {atol}).")
     return False
+
+
+def glue(name: str, value, display: bool = False):
+    """myst-nb's glue (the book quotes the value in its prose); a no-op where myst-nb is absent (Colab)."""
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return None
+    return myst_glue(name, value, display=display)
