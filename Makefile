@@ -1,0 +1,41 @@
+# Every command a reader or CI needs. `make book` builds the HTML, `make test` runs all tests.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Tools (jupyter-book, the notebook kernel) come from the venv.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: venv book test refresh lab bench train clean
+
+venv: $(STAMP)
+
+# Reinstalls when requirements.txt or pyproject.toml change.
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --progress-bar off -r requirements.txt
+	$(PY) -m pip install --progress-bar off -e .
+	touch $(STAMP)
+
+# --all rebuilds every page so -W sees every warning, not just those of changed pages.
+book: venv
+	$(VENV)/bin/jupyter-book build . -W --keep-going --all
+	@echo "HTML: _build/html/index.html"
+
+test: venv
+	$(PY) -m pytest
+
+# Re-execute notebooks in place (fresh kernel each): make refresh, or make refresh NB=book/01_attention_by_hand.ipynb
+refresh: venv
+	$(PY) scripts/refresh_notebooks.py $(NB)
+
+lab: venv
+	$(VENV)/bin/jupyter lab book
+
+bench: venv
+	$(PY) -m transformer_steps.bench
+
+train: venv
+	$(PY) -m transformer_steps.train
+
+clean:
+	rm -rf _build
