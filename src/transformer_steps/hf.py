@@ -1,0 +1,129 @@
+"""Load Hugging Face GPT-2 and Llama models into a TransformerLM (transformers is imported only in here).
+
+The two families differ in ways the chapters teach: GPT-2 stores its projections as Conv1D (x W, weight
+(in, out)) with q, k, v fused in one matrix, learned positions, LayerNorm with biases, GELU and a tied head;
+Llama uses nn.Linear (weight (out, in)), RoPE, RMSNorm, SwiGLU, grouped-query attention and usually an
+untied head.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .config import ModelConfig
+from .model import TransformerLM
+
+SUPPORTED = "transformers GPT2LMHeadModel or LlamaForCausalLM"
+GPT2_ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh")  # both are GPT-2's tanh GELU, our ffn="gelu"
+
+
+def from_hf(hf_model) -> TransformerLM:
+    """A TransformerLM with the config and weights of a transformers GPT2LMHeadModel or LlamaForCausalLM.
+
+    The result is in eval mode, on the input's device, with the input's parameter dtype. Settings the
+    package cannot reproduce exactly (RoPE scaling, other activations, ...) raise ValueError.
+
+    >>> from transformers import GPT2LMHeadModel
+    >>> model = from_hf(GPT2LMHeadModel.from_pretrained("gpt2"))
+    >>> generate(model, torch.tensor([[464, 2068]]), 20, temperature=0.0)  # == hf_model.generate(greedy)
+    """
+    if not isinstance(hf_model, torch.nn.Module):
+        raise TypeError(f"from_hf needs a {SUPPORTED}, got {type(hf_model).__name__}")
+    from transformers import GPT2LMHeadModel, LlamaForCausalLM
+
+    if isinstance(hf_model, GPT2LMHeadModel):
+        cfg, state = _gpt2_config(hf_model.config), _gpt2_state(hf_model)
+    elif isinstance(hf_model, LlamaForCausalLM):
+        cfg, state = _llama_config(hf_model.config), _llama_state(hf_model)
+    else:
+        raise TypeError(f"from_hf supports a {SUPPORTED}, got {type(hf_model).__name__}")
+    ref = next(hf_model.parameters())
+    model = TransformerLM(cfg)
+    # strict: every tensor of ours is filled, and the mapping names nothing we lack
+    model.load_state_dict({k: v.detach().float() for k, v in state.items()}, strict=True)
+    model.to(ref.device)
+    for p in model.parameters():  # parameters only: RoPE tables stay float32, as in HF
+        p.data = p.data.to(ref.dtype)
+    return model.eval()
+
+
+def _gpt2_config(c) -> ModelConfig:
+    if c.activation_function not in GPT2_ACTIVATIONS:
+        raise ValueError(f"GPT-2 activation_function {c.activation_function!r} is not supported; allowed: "
+                         f"{', '.join(GPT2_ACTIVATIONS)} (the tanh GELU)")
+    if not c.scale_attn_weights:
+        raise ValueError("GPT-2 scale_attn_weights=False is not supported: attention always scales by 1/sqrt(hs)")
+    for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
+        if getattr(c, flag, False):
+            raise ValueError(f"GPT-2 {flag}=True is not supported; it must be False")
+    return ModelConfig(vocab_size=c.vocab_size, max_seq_len=c.n_positions, d_model=c.n_embd, n_layers=c.n_layer,
+                       n_heads=c.n_head, d_ff=c.n_inner, norm="layernorm", ffn="gelu", pos="learned",
+                       tie_embeddings=bool(c.tie_word_embeddings), bias=True, norm_eps=c.layer_norm_epsilon)
+
+
+def _gpt2_state(m) -> dict[str, torch.Tensor]:
+    t = m.transformer
+    state = {"tok_emb.weight": t.wte.weight, "pos_emb.weight": t.wpe.weight,
+             "norm_f.weight": t.ln_f.weight, "norm_f.bias": t.ln_f.bias, "lm_head.weight": m.lm_head.weight}
+    for i, h in enumerate(t.h):
+        p = f"blocks.{i}."
+        # Conv1D computes x W with W (in, out); nn.Linear wants (out, in): transpose. c_attn = [Wq | Wk | Wv].
+        wq, wk, wv = h.attn.c_attn.weight.split(m.config.n_embd, dim=1)
+        bq, bk, bv = h.attn.c_attn.bias.split(m.config.n_embd, dim=0)
+        state.update({
+            p + "norm1.weight": h.ln_1.weight, p + "norm1.bias": h.ln_1.bias,
+            p + "attn.q_proj.weight": wq.T, p + "attn.q_proj.bias": bq,
+            p + "attn.k_proj.weight": wk.T, p + "attn.k_proj.bias": bk,
+            p + "attn.v_proj.weight": wv.T, p + "attn.v_proj.bias": bv,
+            p + "attn.o_proj.weight": h.attn.c_proj.weight.T, p + "attn.o_proj.bias": h.attn.c_proj.bias,
+            p + "norm2.weight": h.ln_2.weight, p + "norm2.bias": h.ln_2.bias,
+            p + "ffn.fc.weight": h.mlp.c_fc.weight.T, p + "ffn.fc.bias": h.mlp.c_fc.bias,
+            p + "ffn.proj.weight": h.mlp.c_proj.weight.T, p + "ffn.proj.bias": h.mlp.c_proj.bias,
+        })
+    return state
+
+
+def _llama_rope(c) -> tuple[str, float, dict]:
+    """(rope_type, base, all parameters): transformers 5 keeps them in rope_parameters, 4.x in rope_theta/rope_scaling."""
+    params = getattr(c, "rope_parameters", None)
+    if params is None:
+        params = dict(getattr(c, "rope_scaling", None) or {})
+        params.setdefault("rope_theta", getattr(c, "rope_theta", 10000.0))
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    return rope_type, float(params["rope_theta"]), params
+
+
+def _llama_config(c) -> ModelConfig:
+    if c.hidden_act != "silu":
+        raise ValueError(f"Llama hidden_act {c.hidden_act!r} is not supported; allowed: silu (SwiGLU)")
+    rope_type, base, params = _llama_rope(c)
+    if rope_type != "default":
+        raise ValueError(f"Llama RoPE scaling {rope_type!r} is not supported; allowed: 'default' (no scaling)")
+    if params.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"partial_rotary_factor {params['partial_rotary_factor']} is not supported; allowed: 1.0")
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    if head_dim * c.num_attention_heads != c.hidden_size:
+        raise ValueError(f"Llama head_dim ({head_dim}) must equal hidden_size / num_attention_heads "
+                         f"({c.hidden_size} / {c.num_attention_heads})")
+    attention_bias, mlp_bias = bool(c.attention_bias), bool(getattr(c, "mlp_bias", False))
+    if attention_bias != mlp_bias:  # our one `bias` switch covers every Linear but the head
+        raise ValueError(f"attention_bias ({attention_bias}) and mlp_bias ({mlp_bias}) must be equal")
+    return ModelConfig(vocab_size=c.vocab_size, max_seq_len=c.max_position_embeddings, d_model=c.hidden_size,
+                       n_layers=c.num_hidden_layers, n_heads=c.num_attention_heads,
+                       n_kv_heads=c.num_key_value_heads or c.num_attention_heads, d_ff=c.intermediate_size,
+                       norm="rmsnorm", ffn="swiglu", pos="rope", rope_base=base,
+                       tie_embeddings=bool(c.tie_word_embeddings), bias=attention_bias, norm_eps=c.rms_norm_eps)
+
+
+def _llama_state(m) -> dict[str, torch.Tensor]:
+    names = {"tok_emb": "model.embed_tokens", "norm_f": "model.norm", "lm_head": "lm_head"}
+    layer = {"norm1": "input_layernorm", "norm2": "post_attention_layernorm",
+             "attn.q_proj": "self_attn.q_proj", "attn.k_proj": "self_attn.k_proj",
+             "attn.v_proj": "self_attn.v_proj", "attn.o_proj": "self_attn.o_proj",
+             "ffn.gate": "mlp.gate_proj", "ffn.up": "mlp.up_proj", "ffn.down": "mlp.down_proj"}
+    for i in range(m.config.num_hidden_layers):
+        names.update({f"blocks.{i}.{ours}": f"model.layers.{i}.{theirs}" for ours, theirs in layer.items()})
+    theirs = dict(m.named_parameters(remove_duplicate=False))
+    # both are nn.Linear (weight (out, in)): copied as they are
+    return {f"{ours}.{kind}": theirs[f"{hf}.{kind}"] for ours, hf in names.items() for kind in ("weight", "bias")
+            if f"{hf}.{kind}" in theirs}

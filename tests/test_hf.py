@@ -1,0 +1,151 @@
+"""from_hf against random-weight transformers models: same logits, same greedy ids, clear errors."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+
+from transformer_steps import TransformerLM, from_hf, generate
+
+NO_SPECIAL_TOKENS = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}  # never stop early
+
+
+def perturbed(model, seed=0):
+    """Add seeded noise to every weight so none keeps its trivial init (LayerNorm ones, zero biases)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=gen))
+    return model.eval()
+
+
+def tiny_gpt2(**overrides):
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=300, n_positions=128,
+                                  **{**NO_SPECIAL_TOKENS, **overrides})
+    torch.manual_seed(0)
+    return perturbed(transformers.GPT2LMHeadModel(cfg))
+
+
+def tiny_llama(**overrides):
+    cfg = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                                   intermediate_size=160, num_hidden_layers=2, vocab_size=300,
+                                   max_position_embeddings=128,
+                                   **{"tie_word_embeddings": False,
+                                      "rope_parameters": {"rope_type": "default", "rope_theta": 5000.0},
+                                      **NO_SPECIAL_TOKENS, **overrides})
+    torch.manual_seed(0)
+    return perturbed(transformers.LlamaForCausalLM(cfg))
+
+
+MODELS = {"gpt2": tiny_gpt2, "llama-gqa": tiny_llama}
+
+
+@pytest.fixture(params=sorted(MODELS))
+def pair(request):
+    hf_model = MODELS[request.param]()
+    return hf_model, from_hf(hf_model)
+
+
+def test_config_mapping():
+    gpt2, llama = from_hf(tiny_gpt2()), from_hf(tiny_llama())
+    assert (gpt2.cfg.pos, gpt2.cfg.norm, gpt2.cfg.ffn, gpt2.cfg.tie_embeddings) == ("learned", "layernorm", "gelu",
+                                                                                     True)
+    assert gpt2.lm_head.weight is gpt2.tok_emb.weight
+    assert (llama.cfg.pos, llama.cfg.norm, llama.cfg.ffn, llama.cfg.kv_heads) == ("rope", "rmsnorm", "swiglu", 2)
+    assert llama.cfg.rope_base == 5000.0 and llama.cfg.norm_eps == 1e-6 and llama.cfg.ffn_dim == 160
+    assert not llama.cfg.tie_embeddings and llama.lm_head.weight is not llama.tok_emb.weight
+    assert not gpt2.training and not llama.training
+
+
+def test_logits_match(pair):
+    hf_model, model = pair
+    idx = torch.randint(0, 300, (3, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = hf_model(idx).logits
+        got = model(idx)
+    assert expected.abs().max() > 0.1  # the comparison is not between two near-zero tensors
+    assert (got - expected).abs().max().item() <= 1e-4
+
+
+def test_greedy_ids_match_hf_generate(pair):
+    hf_model, model = pair
+    idx = torch.randint(0, 300, (2, 7), generator=torch.Generator().manual_seed(2))
+    expected = hf_model.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=20, do_sample=False)
+    cached = generate(model, idx, 20, temperature=0.0)
+    naive = generate(model, idx, 20, temperature=0.0, use_cache=False)
+    assert expected.shape == (2, 27)
+    assert torch.equal(cached, expected)
+    assert torch.equal(naive, cached)
+
+
+def test_tied_llama_and_untied_gpt2():
+    llama = tiny_llama(tie_word_embeddings=True)
+    model = from_hf(llama)
+    assert model.cfg.tie_embeddings and model.lm_head.weight is model.tok_emb.weight
+    gpt2 = tiny_gpt2(tie_word_embeddings=False)
+    model = from_hf(gpt2)
+    assert not model.cfg.tie_embeddings
+    idx = torch.arange(10)[None]
+    for hf_model, ours in ((llama, from_hf(llama)), (gpt2, model)):
+        with torch.no_grad():
+            torch.testing.assert_close(ours(idx), hf_model(idx).logits, atol=1e-4, rtol=0)
+
+
+def test_llama_with_biases():
+    hf_model = tiny_llama(attention_bias=True, mlp_bias=True)
+    model = from_hf(hf_model)
+    assert model.cfg.bias
+    idx = torch.arange(12)[None]
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), hf_model(idx).logits, atol=1e-4, rtol=0)
+
+
+def test_keeps_dtype_and_rope_tables_float32():
+    model = from_hf(tiny_llama().to(torch.bfloat16))
+    assert model.tok_emb.weight.dtype == torch.bfloat16 and model.blocks[0].attn.q_proj.weight.dtype == torch.bfloat16
+    assert model.rope_cos.dtype == torch.float32
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: tiny_gpt2(activation_function="relu"), "activation_function"),
+    (lambda: tiny_gpt2(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
+    (lambda: tiny_gpt2(reorder_and_upcast_attn=True), "reorder_and_upcast_attn"),
+    (lambda: tiny_gpt2(scale_attn_weights=False), "scale_attn_weights"),
+    (lambda: tiny_llama(hidden_act="gelu"), "hidden_act"),
+    (lambda: tiny_llama(rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0}), "linear"),
+    (lambda: tiny_llama(head_dim=32), "head_dim"),
+    (lambda: tiny_llama(attention_bias=True), "mlp_bias"),
+])
+def test_unsupported_settings_raise(make, match):
+    with pytest.raises(ValueError, match=match):
+        from_hf(make())
+
+
+@pytest.mark.parametrize("thing", [
+    "gpt2",
+    torch.nn.Linear(2, 2),
+    transformers.GPT2Model(transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50, **NO_SPECIAL_TOKENS)),
+])
+def test_unsupported_models_raise(thing):
+    with pytest.raises(TypeError, match="GPT2LMHeadModel or LlamaForCausalLM"):
+        from_hf(thing)
+
+
+def test_package_imports_without_transformers():
+    code = ("import sys; sys.modules['transformers'] = None\n"  # any `import transformers` now fails
+            "import transformer_steps\n"
+            "try:\n    transformer_steps.from_hf(transformer_steps.TransformerLM("
+            "transformer_steps.ModelConfig(vocab_size=8, max_seq_len=4, d_model=8, n_layers=1, n_heads=2)))\n"
+            "except ImportError:\n    print('needs transformers')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "needs transformers"
+
+
+def test_result_is_a_transformer_lm(pair):
+    assert isinstance(pair[1], TransformerLM)
