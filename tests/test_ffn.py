@@ -1,0 +1,131 @@
+"""Feed-forward networks by hand: the ReLU/GELU MLP, SwiGLU, and the top-k mixture of experts."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_steps import ModelConfig
+from transformer_steps.ffn import MLP, MoE, SwiGLU, act, make_ffn
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def make(ffn, seed=0, **changes):
+    cfg = ModelConfig(vocab_size=5, max_seq_len=4, d_model=8, n_layers=1, n_heads=2, ffn=ffn, d_ff=12,
+                      n_experts=4, experts_per_token=2, **changes)
+    module = make_ffn(cfg)
+    with torch.no_grad():
+        for i, p in enumerate(module.parameters()):  # biases start at zero: make every parameter count
+            p.copy_(randn(*p.shape, seed=seed + i))
+    return module
+
+
+def test_activations():
+    x = torch.linspace(-4, 4, 33)
+    torch.testing.assert_close(act("relu")(x), x.clamp(min=0))
+    gelu_tanh = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))  # GPT-2's formula
+    torch.testing.assert_close(act("gelu")(x), gelu_tanh)
+    assert not torch.allclose(act("gelu")(x), F.gelu(x), atol=1e-5)  # differs from the exact erf GELU
+    with pytest.raises(ValueError, match="unknown activation 'swish'; allowed: relu, gelu"):
+        act("swish")
+
+
+@pytest.mark.parametrize("ffn", ["relu", "gelu"])
+def test_mlp_by_hand(ffn):
+    mlp = make(ffn)
+    assert isinstance(mlp, MLP)
+    x = randn(2, 3, 8, seed=10)
+    W1, b1, W2, b2 = mlp.fc.weight.T, mlp.fc.bias, mlp.proj.weight.T, mlp.proj.bias  # row-vector x W
+    h = x @ W1 + b1
+    h = h.clamp(min=0) if ffn == "relu" else 0.5 * h * (1 + torch.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
+    torch.testing.assert_close(mlp(x), h @ W2 + b2)
+    assert mlp.fc.weight.shape == (12, 8) and mlp.proj.weight.shape == (8, 12)
+
+
+def test_mlp_without_bias():
+    mlp = make("gelu", bias=False)
+    assert mlp.fc.bias is None and mlp.proj.bias is None
+
+
+def test_swiglu_by_hand():
+    ffn = make("swiglu")
+    assert isinstance(ffn, SwiGLU)
+    x = randn(2, 3, 8, seed=11)
+    a = x @ ffn.gate.weight.T + ffn.gate.bias
+    silu = a * torch.sigmoid(a)
+    want = (silu * (x @ ffn.up.weight.T + ffn.up.bias)) @ ffn.down.weight.T + ffn.down.bias
+    torch.testing.assert_close(ffn(x), want)
+
+
+def moe_by_hand(moe, x):
+    """One token at a time: softmax over experts, keep the k largest, renormalise, sum the k experts."""
+    flat = x.reshape(-1, x.shape[-1])
+    out = torch.zeros_like(flat)
+    for n, token in enumerate(flat):
+        probs = torch.softmax(token @ moe.router.weight.T, dim=-1)
+        best = sorted(range(moe.n_experts), key=lambda e: -probs[e])[: moe.k]
+        total = sum(probs[e] for e in best)
+        for e in best:
+            out[n] += probs[e] / total * moe.experts[e](token)
+    return out.view(x.shape)
+
+
+def test_moe_routing_gates_and_output():
+    moe = make("moe")
+    assert isinstance(moe, MoE) and len(moe.experts) == 4 and all(isinstance(e, SwiGLU) for e in moe.experts)
+    x = randn(3, 5, 8, seed=12)
+    with torch.no_grad():
+        y = moe(x)
+        torch.testing.assert_close(y, moe_by_hand(moe, x))
+    ids, gates = moe.last_expert_ids, moe.last_gates
+    assert ids.shape == gates.shape == (15, 2)
+    torch.testing.assert_close(gates.sum(-1), torch.ones(15))
+    assert (gates > 0).all()
+    assert all(len(set(row)) == 2 for row in ids.tolist())  # exactly k distinct experts per token
+    probs = torch.softmax(x.reshape(15, 8) @ moe.router.weight.T, dim=-1)
+    assert torch.equal(ids, probs.topk(2, dim=-1).indices)
+
+
+def test_moe_expert_load_counts_tokens():
+    moe = make("moe")
+    with pytest.raises(RuntimeError, match="needs a forward pass first"):
+        moe.expert_load()
+    with torch.no_grad():
+        moe(randn(4, 6, 8, seed=13))
+    load = moe.expert_load()
+    assert load.shape == (4,) and int(load.sum()) == 24 * 2
+    assert load.tolist() == [int((moe.last_expert_ids == e).sum()) for e in range(4)]
+    assert (load <= 24).all()  # an expert sees a token at most once
+
+
+def test_moe_balance_loss_by_hand():
+    moe = make("moe")
+    x = randn(2, 5, 8, seed=14)
+    moe(x)
+    probs = torch.softmax(x.reshape(10, 8) @ moe.router.weight.T, dim=-1)
+    share = torch.tensor([(moe.last_expert_ids == e).sum().item() / (10 * 2) for e in range(4)])
+    torch.testing.assert_close(moe.aux_loss, 4 * (share * probs.mean(0)).sum())
+
+
+def test_moe_with_every_expert_is_a_softmax_weighted_sum():
+    cfg = ModelConfig(vocab_size=5, max_seq_len=4, d_model=8, n_layers=1, n_heads=2, ffn="moe", d_ff=12,
+                      n_experts=3, experts_per_token=3)
+    moe = MoE(cfg)
+    x = randn(7, 8, seed=15)
+    probs = torch.softmax(x @ moe.router.weight.T, dim=-1)
+    want = sum(probs[:, e, None] * moe.experts[e](x) for e in range(3))
+    torch.testing.assert_close(moe(x), want)
+    assert moe.expert_load().tolist() == [7, 7, 7]
+
+
+def test_moe_router_and_experts_get_gradients():
+    moe = make("moe")
+    moe(randn(2, 5, 8, seed=16)).pow(2).sum().backward()
+    assert moe.router.weight.grad is not None and moe.router.weight.grad.abs().sum() > 0
+    used = set(moe.last_expert_ids.flatten().tolist())
+    for e, expert in enumerate(moe.experts):
+        assert (expert.down.weight.grad is not None) == (e in used)
