@@ -9,6 +9,8 @@ import torch.nn.functional as F
 
 from transformer_steps import CausalSelfAttention, KVCache, ModelConfig, attention, causal_mask
 
+torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
+
 
 def randn(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))

@@ -17,6 +17,8 @@ from transformer_steps.positions import (
     sinusoidal_encoding,
 )
 
+torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
