@@ -1,0 +1,173 @@
+"""generate: the cached path equals the naive one (ids and logits at every step), greedy and sampling rules,
+seeded reproducibility, and every bad argument."""
+
+import pytest
+import torch
+
+from transformer_steps import ModelConfig, TransformerLM, decode_one_token, generate, prefill, sample_next
+
+torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
+
+V = 19
+
+
+def make(seed=0, **changes):
+    torch.manual_seed(seed)
+    cfg = ModelConfig(**{"vocab_size": V, "max_seq_len": 24, "d_model": 16, "n_layers": 2, "n_heads": 4,
+                         "n_experts": 3, **changes})
+    model = TransformerLM(cfg).eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():  # a larger spread than the init, so the next-token distributions are not flat
+        for p in model.parameters():
+            p.add_(0.5 * torch.randn(p.shape, generator=gen))
+    return model
+
+
+def prompt(B=2, T=5, seed=0):
+    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+VARIANTS = [{}, {"pos": "rope", "norm": "rmsnorm", "ffn": "swiglu", "n_kv_heads": 2, "bias": False,
+                 "tie_embeddings": False},
+            {"pos": "sinusoidal", "norm_position": "post", "ffn": "relu"}, {"pos": "none", "ffn": "moe", "n_kv_heads": 1},
+            {"attn_impl": "reference", "pos": "rope"}]
+SAMPLING = [{"temperature": 0.0}, {"temperature": 1.0}, {"temperature": 0.7, "top_k": 5},
+            {"temperature": 1.3, "top_p": 0.8}, {"temperature": 1.0, "top_k": 8, "top_p": 0.9}]
+
+
+@pytest.mark.parametrize("changes", VARIANTS)
+@pytest.mark.parametrize("sampling", SAMPLING)
+def test_cached_equals_naive_ids_and_logits_at_every_step(changes, sampling):
+    model, idx = make(**changes), prompt()
+    out_c, logits_c = generate(model, idx, 12, **sampling, generator=torch.Generator().manual_seed(7),
+                               use_cache=True, return_logits=True)
+    out_n, logits_n = generate(model, idx, 12, **sampling, generator=torch.Generator().manual_seed(7),
+                               use_cache=False, return_logits=True)
+    assert out_c.shape == (2, 17) and torch.equal(out_c[:, :5], idx)
+    assert torch.equal(out_c, out_n)
+    assert logits_c.shape == (2, 12, V)
+    # different matmul shapes round differently in the last float32 digits
+    torch.testing.assert_close(logits_c, logits_n, atol=1e-4, rtol=1e-5)
+
+
+def test_step_logits_are_the_full_forward_at_each_prefix():
+    model, idx = make(pos="rope"), prompt()
+    out, logits = generate(model, idx, 6, temperature=0.0, return_logits=True)
+    with torch.no_grad():
+        for i in range(6):
+            torch.testing.assert_close(logits[:, i], model(out[:, :5 + i])[:, -1], atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_temperature_zero_is_argmax(use_cache):
+    model, idx = make(), prompt()
+    out = generate(model, idx, 8, temperature=0.0, use_cache=use_cache)
+    seq = idx
+    with torch.no_grad():
+        for _ in range(8):
+            seq = torch.cat([seq, model(seq)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, seq)
+
+
+def test_top_k_one_and_tiny_top_p_are_greedy():
+    model, idx = make(pos="rope"), prompt()
+    greedy = generate(model, idx, 10, temperature=0.0)
+    gen = torch.Generator().manual_seed(0)
+    assert torch.equal(generate(model, idx, 10, temperature=1.5, top_k=1, generator=gen), greedy)
+    assert torch.equal(generate(model, idx, 10, temperature=1.5, top_p=1e-6, generator=gen), greedy)
+
+
+def test_batched_rows_equal_generating_each_prompt_alone():
+    model, idx = make(pos="rope", n_kv_heads=2), prompt(B=3)
+    out = generate(model, idx, 7, temperature=0.0)
+    for b in range(3):
+        assert torch.equal(out[b:b + 1], generate(model, idx[b:b + 1], 7, temperature=0.0))
+
+
+def test_seeded_sampling_is_reproducible():
+    model, idx = make(), prompt()
+
+    def sample(seed):
+        return generate(model, idx, 15, temperature=1.0, generator=torch.Generator().manual_seed(seed))
+
+    assert torch.equal(sample(3), sample(3))
+    assert not torch.equal(sample(3), sample(4))
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_zero_new_tokens_returns_the_prompt(use_cache):
+    model, idx = make(), prompt()
+    out, logits = generate(model, idx, 0, use_cache=use_cache, return_logits=True)
+    assert torch.equal(out, idx) and logits.shape == (2, 0, V)
+    assert torch.equal(generate(model, idx, 0), idx)
+
+
+def test_prefill_and_decode_one_token_match_the_full_forward():
+    model, idx = make(pos="rope"), prompt(T=6)
+    cache = model.make_cache(2)
+    with torch.no_grad():
+        full = model(idx)
+        torch.testing.assert_close(prefill(model, idx[:, :4], cache), full[:, 3])
+        torch.testing.assert_close(decode_one_token(model, idx[:, 4:5], 4, cache), full[:, 4])
+        torch.testing.assert_close(decode_one_token(model, idx[:, 5:6], 5, cache), full[:, 5])
+
+
+def sample_counts(logits, n=4000, **kw):
+    rows = logits.expand(n, -1)
+    ids = sample_next(rows, generator=torch.Generator().manual_seed(0), **kw)
+    assert ids.shape == (n, 1) and ids.dtype == torch.long
+    return torch.bincount(ids.flatten(), minlength=logits.shape[-1]).float() / n
+
+
+def test_sample_next_rules_by_hand():
+    probs = torch.tensor([[0.05, 0.5, 0.15, 0.3]])
+    logits = probs.log()
+    assert sample_next(logits, temperature=0.0).tolist() == [[1]]
+    # plain sampling follows the softmax
+    torch.testing.assert_close(sample_counts(logits), probs[0], atol=0.03, rtol=0)
+    # top_k=2 keeps tokens 1 and 3, renormalised
+    torch.testing.assert_close(sample_counts(logits, top_k=2), torch.tensor([0, 0.5, 0, 0.3]) / 0.8, atol=0.03, rtol=0)
+    # top_p=0.75: 0.5 < 0.75, 0.5 + 0.3 reaches it -> keep {1, 3}; top_p=0.85 also keeps token 2
+    assert sample_counts(logits, top_p=0.75)[[0, 2]].sum() == 0
+    kept = sample_counts(logits, top_p=0.85)
+    assert kept[0] == 0 and (kept[1:] > 0).all()
+    # temperature 2 flattens: probabilities proportional to sqrt(p)
+    flat = probs[0].sqrt() / probs[0].sqrt().sum()
+    torch.testing.assert_close(sample_counts(logits, temperature=2.0), flat, atol=0.03, rtol=0)
+    # top_k larger than the vocabulary changes nothing
+    torch.testing.assert_close(sample_counts(logits, top_k=10), sample_counts(logits))
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"max_new_tokens": -1}, ValueError, "max_new_tokens must be >= 0, got -1"),
+    ({"max_new_tokens": 2.0}, TypeError, "max_new_tokens must be an int, got float"),
+    ({"max_new_tokens": 20}, ValueError, r"prompt \(5\) \+ max_new_tokens \(20\) = 25 exceeds max_seq_len \(24\)"),
+    ({"temperature": -0.5}, ValueError, r"temperature must be >= 0 \(0 = greedy\), got -0.5"),
+    ({"temperature": float("nan")}, ValueError, "temperature must be >= 0"),
+    ({"top_p": 0.0}, ValueError, r"top_p must be in \(0, 1\] or None, got 0.0"),
+    ({"top_p": 1.5}, ValueError, r"top_p must be in \(0, 1\] or None, got 1.5"),
+    ({"top_k": 0}, ValueError, "top_k must be an int >= 1 or None, got 0"),
+    ({"top_k": 2.0}, ValueError, "top_k must be an int >= 1 or None, got 2.0"),
+])
+def test_bad_sampling_arguments(kwargs, error, message):
+    model = make()
+    kwargs = {"max_new_tokens": 3, **kwargs}
+    with pytest.raises(error, match=message):
+        generate(model, prompt(), **kwargs)
+
+
+@pytest.mark.parametrize(("idx", "error", "message"), [
+    (torch.zeros(1, 0, dtype=torch.long), ValueError, "token ids are empty"),
+    (torch.tensor([[3, V]]), ValueError, rf"token ids must be in \[0, {V}\)"),
+    (torch.tensor([[1.0, 2.0]]), TypeError, "integer tensor"),
+    (torch.tensor([1, 2]), ValueError, r"shape \(batch, time\)"),
+    (torch.zeros(1, 25, dtype=torch.long), ValueError, "sequence too long"),
+])
+def test_bad_prompts(idx, error, message):
+    with pytest.raises(error, match=message):
+        generate(make(), idx, 1)
+
+
+def test_generate_refuses_a_bidirectional_model():
+    with pytest.raises(ValueError, match=r"generate needs a causal model \(cfg.causal=True\)"):
+        generate(make(causal=False), prompt(), 2)
