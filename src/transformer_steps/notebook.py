@@ -58,7 +58,7 @@ def check(answer, expected, *, atol: float = 1e-3, name: str = "answer") -> bool
         print("Correct!")
         return True
     i = int(diff.flatten().argmax())
-    where = f" at index {tuple(np.unravel_index(i, tuple(want.shape)))}" if want.dim() else ""
+    where = f" at index {tuple(int(j) for j in np.unravel_index(i, tuple(want.shape)))}" if want.dim() else ""
     print(f"Not quite: largest difference {fmt(diff.flatten()[i])}{where} "
           f"(expected {fmt(want.flatten()[i])}, got {fmt(got.flatten()[i])}; tolerance {atol}).")
     return False
