@@ -1,0 +1,119 @@
+"""The model on CUDA: bf16 autocast, the SDPA (flash) path against the reference path, and cached == naive
+decoding. Marked `gpu`: skipped where torch.cuda.is_available() is False (see conftest.py)."""
+
+import pytest
+import torch
+
+from transformer_steps import (
+    CausalSelfAttention,
+    ModelConfig,
+    TransformerLM,
+    autocast_context,
+    generate,
+    pick_device,
+)
+
+pytestmark = pytest.mark.gpu
+DEVICE = torch.device("cuda")
+
+
+def make(**changes):
+    torch.manual_seed(0)
+    cfg = ModelConfig(**{"vocab_size": 97, "max_seq_len": 64, "d_model": 64, "n_layers": 2, "n_heads": 4,
+                         "n_kv_heads": 2, "norm": "rmsnorm", "ffn": "swiglu", "pos": "rope", "bias": False,
+                         **changes})
+    model = TransformerLM(cfg).eval()
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # off the init, so the next-token distributions are not flat
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=gen))
+    return model
+
+
+def prompt(B=2, T=16, seed=0):
+    return torch.randint(0, 97, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def test_pick_device_prefers_cuda():
+    assert pick_device().type == "cuda"
+
+
+@pytest.mark.parametrize("changes", [{}, {"norm": "layernorm", "ffn": "gelu", "pos": "learned", "bias": True},
+                                     {"ffn": "moe", "n_experts": 4}])
+def test_bf16_autocast_forward_is_close_to_float32_on_cpu(changes):
+    model, idx = make(**changes), prompt()
+    with torch.no_grad():
+        want = model(idx)
+        model.to(DEVICE)
+        with autocast_context(DEVICE):
+            got = model(idx.to(DEVICE))
+    assert got.device.type == "cuda" and got.dtype == torch.bfloat16
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got.float().cpu(), want, atol=0.1, rtol=0.05)
+
+
+def test_bf16_autocast_backward_gives_finite_grads():
+    model, idx = make().to(DEVICE), prompt().to(DEVICE)
+    with autocast_context(DEVICE):
+        loss = model.loss(idx, idx.roll(-1, dims=1))
+    loss.backward()
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.dtype == torch.float32, name
+        assert torch.isfinite(p.grad).all(), name
+
+
+@pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
+def test_sdpa_path_matches_reference_path_on_cuda(n_kv_heads):
+    fast = make(n_kv_heads=n_kv_heads).to(DEVICE)
+    ref = make(n_kv_heads=n_kv_heads, attn_impl="reference").to(DEVICE)
+    ref.load_state_dict(fast.state_dict())
+    idx = prompt(T=48).to(DEVICE)
+    with torch.no_grad():
+        torch.testing.assert_close(fast(idx), ref(idx), atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
+def test_bf16_attention_paths_agree_on_cuda(n_kv_heads):
+    """One layer in bf16 (flash kernels): the paths may differ by a few bf16 steps, not more."""
+    model = make(n_kv_heads=n_kv_heads).to(DEVICE, torch.bfloat16)
+    fast = model.blocks[0].attn
+    ref = CausalSelfAttention(model.cfg.replace(attn_impl="reference")).to(DEVICE, torch.bfloat16)
+    ref.load_state_dict(fast.state_dict())
+    x = torch.randn(2, 48, 64, generator=torch.Generator().manual_seed(3)).to(DEVICE, torch.bfloat16)
+    rope = (model.rope_cos[:48], model.rope_sin[:48])
+    with torch.no_grad():
+        got, want = fast(x, rope=rope), ref(x, rope=rope)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), want.float(), atol=0.02 * want.abs().max().item(), rtol=0)
+
+
+def test_chunked_prefill_on_cuda_uses_the_right_mask():
+    model, idx = make().to(DEVICE), prompt(T=20).to(DEVICE)
+    cache = model.make_cache(2)
+    with torch.no_grad():
+        full = model(idx)
+        pieces = [model(idx[:, :8], cache=cache), model(idx[:, 8:13], start_pos=8, cache=cache),
+                  model(idx[:, 13:], start_pos=13, cache=cache)]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 0.8, "top_k": 20, "top_p": 0.9}])
+def test_cached_equals_naive_ids_on_cuda(sampling):
+    model, idx = make().to(DEVICE), prompt().to(DEVICE)
+    runs = []
+    for use_cache in (True, False):
+        gen = torch.Generator(device=DEVICE).manual_seed(5)
+        runs.append(generate(model, idx, 32, **sampling, use_cache=use_cache, generator=gen, return_logits=True))
+    (ids_c, logits_c), (ids_n, logits_n) = runs
+    assert ids_c.device.type == DEVICE.type and ids_c.shape == (2, 48)
+    assert torch.equal(ids_c, ids_n)
+    torch.testing.assert_close(logits_c, logits_n, atol=1e-3, rtol=1e-4)
+
+
+def test_bf16_model_generates_with_a_bf16_cache():
+    model, idx = make().to(DEVICE, torch.bfloat16), prompt().to(DEVICE)
+    assert model.make_cache(2)[0].k.dtype == torch.bfloat16
+    out = generate(model, idx, 24, temperature=0.0)
+    assert out.shape == (2, 40) and torch.equal(out[:, :16], idx)
+    assert int(out.min()) >= 0 and int(out.max()) < 97
