@@ -210,7 +210,8 @@ def test_start_pos_shifts_the_positions():
     (torch.tensor([[True, False]]), TypeError, "must be an integer tensor.*bool"),
     (torch.tensor([1, 2, 3]), ValueError, r"shape \(batch, time\), got 1 dims \(3,\)"),
     (torch.zeros(1, 2, 3, dtype=torch.long), ValueError, r"got 3 dims \(1, 2, 3\)"),
-    (torch.zeros(2, 0, dtype=torch.long), ValueError, "token ids are empty"),
+    (torch.zeros(2, 0, dtype=torch.long), ValueError, r"token ids are empty \(2, 0\)"),
+    (torch.zeros(0, 3, dtype=torch.long), ValueError, r"token ids are empty \(0, 3\)"),
     (torch.zeros(1, 13, dtype=torch.long), ValueError, "sequence too long: positions up to 13 but max_seq_len is 12"),
     ([[1, 2]], TypeError, "token ids must be a torch.Tensor, got list"),
 ])

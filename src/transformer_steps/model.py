@@ -65,8 +65,8 @@ class TransformerLM(nn.Module):
             raise TypeError(f"token ids must be an integer tensor (torch.long), got {idx.dtype}")
         if idx.dim() != 2:
             raise ValueError(f"token ids must have shape (batch, time), got {idx.dim()} dims {tuple(idx.shape)}")
-        if idx.shape[1] == 0:
-            raise ValueError("token ids are empty: need at least one token per sequence")
+        if idx.numel() == 0:
+            raise ValueError(f"token ids are empty {tuple(idx.shape)}: need at least one sequence of at least one token")
         if isinstance(start_pos, bool) or not isinstance(start_pos, int) or start_pos < 0:
             raise ValueError(f"start_pos must be an int >= 0, got {start_pos!r}")
         if start_pos + idx.shape[1] > cfg.max_seq_len:
