@@ -164,3 +164,16 @@ def test_cached_chunks_equal_one_full_pass(impl, n_kv_heads, chunks):
             pos += t
     torch.testing.assert_close(torch.cat(pieces, dim=1), full)
     assert cache.length == 7
+
+
+def test_decode_step_weights_cover_every_cached_key():
+    cfg, module = make_attn("sdpa", n_kv_heads=2)
+    x = randn(1, 6, 24, seed=14)
+    cache = KVCache(1, cfg.kv_heads, 6, cfg.head_dim)
+    with torch.no_grad():
+        _, full_weights = module(x, need_weights=True)
+        module(x[:, :5], cache=cache)
+        y, weights = module(x[:, 5:], start_pos=5, cache=cache, need_weights=True)
+    assert weights.shape == (1, 4, 1, 6) and (weights > 0).all()
+    torch.testing.assert_close(weights, full_weights[:, :, 5:])
+    torch.testing.assert_close(y, module(x)[:, 5:])
