@@ -40,3 +40,42 @@ def loss_curves(ax, curves: dict, xlabel: str = "step", ylabel: str = "loss (nat
     ax.legend()
     if title:
         ax.set_title(title)
+
+
+def pipeline_panels(stages, ncols: int = 4, decimals: int = 2, panel_size=(2.6, 2.9), title: str | None = None):
+    """A computation as a strip of frames to step through: one panel per stage, each with the whole pipeline
+    drawn on top (done stages grey, the current one highlighted) and that stage's matrix as a heatmap below
+    (rows labelled t1, t2, ... as tokens, columns 1, 2, ... as features).
+
+    stages: list of (step, title, matrix): `step` is the short name in the pipeline strip (e.g. "LN"),
+    `title` the panel's caption (e.g. "H1 = LN(R1)"). Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    if not stages:
+        raise ValueError("pipeline_panels needs at least one (step, title, matrix) stage")
+    if ncols < 1:
+        raise ValueError(f"ncols must be >= 1, got {ncols}")
+    nrows = -(-len(stages) // ncols)
+    ncols = min(ncols, len(stages))
+    fig = plt.figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows), layout="constrained")
+    grid = fig.add_gridspec(2 * nrows, ncols, height_ratios=[1, 5] * nrows)
+    steps = [step for step, _, _ in stages]
+    for k, (_, caption, matrix) in enumerate(stages):
+        row, col = divmod(k, ncols)
+        strip = fig.add_subplot(grid[2 * row, col])
+        strip.set_axis_off()
+        strip.set_xlim(-0.5, len(steps) - 0.5)
+        strip.set_ylim(-1, 1)
+        for i, step in enumerate(steps):
+            face = "tab:orange" if i == k else ("0.85" if i < k else "white")
+            strip.text(i, 0, step, ha="center", va="center", fontsize=min(7.0, 46.0 / len(steps)),
+                       fontweight="bold" if i == k else "normal",
+                       bbox={"boxstyle": "round,pad=0.25", "facecolor": face, "edgecolor": "0.4"})
+        rows, cols = np.shape(np.asarray(matrix.detach().cpu() if hasattr(matrix, "detach") else matrix))
+        heatmap(fig.add_subplot(grid[2 * row + 1, col]), matrix, row_labels=[f"t{i + 1}" for i in range(rows)],
+                col_labels=[str(j + 1) for j in range(cols)], decimals=decimals, colorbar=False,
+                title=f"{k + 1}. {caption}")
+    if title:
+        fig.suptitle(title)
+    return fig
