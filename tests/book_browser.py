@@ -1,0 +1,174 @@
+"""Open every page of the built book in headless Chromium and list what a reader would see broken.
+
+Used by tests/test_browser.py; also runnable: `python tests/book_browser.py _build/html`.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import threading
+import urllib.parse
+from pathlib import Path
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                 "--disable-background-networking", "--disable-component-update"]
+
+# Text a reader sees, with code, scripts and typeset formulas removed: no TeX may be left in it.
+VISIBLE_TEXT_JS = """() => {
+  const body = document.querySelector('main') || document.body;
+  const copy = body.cloneNode(true);
+  copy.querySelectorAll('pre, code, script, style, mjx-container, .highlight, textarea').forEach(e => e.remove());
+  return copy.innerText;
+}"""
+
+PAGE_STATE_JS = """async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
+  const maths = [...document.querySelectorAll('.math')];
+  const imgs = [...document.images].filter(i => i.getAttribute('src'));
+  return {
+    mathjax: !!(window.MathJax && MathJax.startup),
+    maths: maths.length,
+    untypeset: maths.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.slice(0, 60)),
+    broken_images: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
+    links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
+  };
+}"""
+
+RAW_TEX = re.compile(r"\$\$|\\begin\{|\\frac|\\mathbf|\\\(|\\\[|\$[^$\n]*[\\^_{][^$\n]*\$")
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def serve(root: Path):
+    """Serve root on a free localhost port in a daemon thread; returns (server, base_url)."""
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+def book_pages(root: Path) -> list[str]:
+    skip = {"genindex.html", "search.html"}
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.html")
+                  if not p.relative_to(root).parts[0].startswith("_") and p.name not in skip)
+
+
+def expected_colab_url(repository_url: str, branch: str, page: str) -> str:
+    """Where a chapter's Colab button must point: its notebook on GitHub via Colab."""
+    repo = urllib.parse.urlparse(repository_url).path.strip("/")
+    notebook = page[: -len(".html")] + ".ipynb"
+    return f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}"
+
+
+def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str],
+               screenshot_dir: Path | None = None) -> tuple[list[str], list[str]]:
+    """Return (problems, notes). notebooks: page paths like 'book/01_x.html' that come from .ipynb files."""
+    from playwright.sync_api import sync_playwright
+
+    problems: list[str] = []
+    external: set[str] = set()
+    server, base = serve(root)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
+            context = browser.new_context(viewport={"width": 1280, "height": 800})
+
+            def route(r):  # the book must read offline: nothing may come from outside
+                if r.request.url.startswith(base) or r.request.url.startswith("data:"):
+                    r.continue_()
+                else:
+                    external.add(r.request.url)
+                    r.abort()
+
+            context.route("**/*", route)
+            for path in book_pages(root):
+                page = context.new_page()  # one page each, so a late event cannot land on the next page
+                failed: list[str] = []
+                page.on("requestfailed", lambda req, failed=failed: req.url.startswith(base)
+                        and failed.append(req.url))
+                page.on("response", lambda res, failed=failed: res.url.startswith(base) and res.status >= 400
+                        and failed.append(f"{res.url} ({res.status})"))
+                page.goto(base + path, wait_until="networkidle")
+                rel = urllib.parse.unquote(page.url[len(base):].split("#")[0])  # after redirects
+                if rel != path:
+                    page.close()
+                    continue  # a redirect (index.html -> the intro): its target is checked on its own
+                state = page.evaluate(PAGE_STATE_JS)
+                text = page.evaluate(VISIBLE_TEXT_JS)
+                if state["maths"] and not state["mathjax"]:
+                    problems.append(f"{rel}: {state['maths']} formulas but MathJax did not load")
+                for m in state["untypeset"]:
+                    problems.append(f"{rel}: formula not typeset: {m!r}")
+                for m in RAW_TEX.finditer(text):
+                    problems.append(f"{rel}: raw TeX in the text: {text[max(0, m.start() - 30):m.end() + 30]!r}")
+                for src in state["broken_images"]:
+                    problems.append(f"{rel}: image did not load: {src}")
+                for url in failed:
+                    problems.append(f"{rel}: failed request for a local resource: {url}")
+                problems += _check_links(root, rel, state["links"])
+                if rel in notebooks:
+                    want = expected_colab_url(repository_url, branch, rel)
+                    colab = [h for h in state["links"] if "colab.research.google.com" in h]
+                    if colab != [want]:
+                        problems.append(f"{rel}: Colab button points to {colab or 'nothing'}, expected {want}")
+                    if screenshot_dir is not None:
+                        screenshot_dir.mkdir(parents=True, exist_ok=True)
+                        page.screenshot(path=str(screenshot_dir / (Path(rel).stem + ".png")))
+                page.close()
+            browser.close()
+    finally:
+        server.shutdown()
+    notes = [f"blocked external request: {u}" for u in sorted(external)]
+    return problems, notes
+
+
+def _check_links(root: Path, rel: str, hrefs: list[str]) -> list[str]:
+    """Every internal link resolves to a file, and its #fragment to an id in that file."""
+    problems = []
+    here = (root / rel).parent
+    for href in hrefs:
+        parsed = urllib.parse.urlparse(href)
+        if parsed.scheme or href.startswith(("//", "mailto:", "javascript:")):
+            continue
+        target = (root / rel) if not parsed.path else (here / urllib.parse.unquote(parsed.path)).resolve()
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_file():
+            problems.append(f"{rel}: broken internal link {href!r}")
+            continue
+        frag = urllib.parse.unquote(parsed.fragment)
+        if frag and target.suffix == ".html":
+            html = target.read_text(encoding="utf-8", errors="replace")
+            if f'id="{frag}"' not in html and f"id='{frag}'" not in html:
+                problems.append(f"{rel}: link {href!r}: no id {frag!r} in {target.name}")
+    return problems
+
+
+def _chromium() -> str:
+    import shutil
+
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise FileNotFoundError("no Chromium found: install Debian's `chromium` package (apt-get install chromium)")
+
+
+if __name__ == "__main__":
+    import sys
+
+    import yaml
+
+    cfg = yaml.safe_load(Path("_config.yml").read_text())
+    found, info = check_book(Path(sys.argv[1] if len(sys.argv) > 1 else "_build/html"), cfg["repository"]["url"],
+                             cfg["repository"].get("branch", "main"),
+                             {str(p.with_suffix(".html")) for p in Path("book").glob("*.ipynb")
+                              if Path("_build/html", p.with_suffix(".html")).is_file()},
+                             Path("_build/screenshots"))
+    print("\n".join(info + found) or "no problems")
+    sys.exit(1 if found else 0)

@@ -1,0 +1,98 @@
+"""The rendered book, opened in headless Chromium: formulas typeset, images load, links resolve, Colab buttons
+point at each chapter's notebook, nothing local fails to load and nothing is fetched from the web."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from book_browser import _chromium, check_book
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+
+
+def _require(ok: bool, why: str):
+    if not ok:  # in CI a missing prerequisite is a failure, not a skip
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
+
+
+@pytest.fixture(scope="module")
+def site():
+    _require((HTML / "index.html").is_file(), "the book is not built: run `make book` first")
+    _require(importlib.util.find_spec("playwright") is not None, "playwright is not installed")
+    try:
+        _chromium()
+    except FileNotFoundError as e:
+        _require(False, str(e))
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    return repo["url"], repo.get("branch", "main"), _toc_notebooks(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+
+
+def _toc_notebooks(node) -> set[str]:
+    """Pages built from notebooks: toc entries with a .ipynb file."""
+    if isinstance(node, list):
+        return set().union(*map(_toc_notebooks, node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    found = {f"{node['file']}.html"} if (ROOT / f"{node.get('file', '')}.ipynb").is_file() else set()
+    return found.union(*(_toc_notebooks(v) for v in node.values() if isinstance(v, (list, dict))))
+
+
+def test_built_book_reads_offline(site):
+    url, branch, notebooks = site
+    shots = ROOT / "_build" / "screenshots"
+    problems, notes = check_book(HTML, url, branch, notebooks, screenshot_dir=shots)
+    for note in notes:
+        print(note)
+    assert not problems, "\n".join(problems)
+    assert {p.stem for p in shots.glob("*.png")} >= {Path(n).stem for n in notebooks}
+
+
+def _inject(page: Path, html: str):
+    text = page.read_text(encoding="utf-8")
+    assert "</main>" in text
+    page.write_text(text.replace("</main>", html + "</main>", 1), encoding="utf-8")
+
+
+def test_checker_catches_a_broken_page(site, tmp_path):
+    """A deliberately broken copy of the book: every kind of breakage must be reported.
+
+    The $...$ paragraph stands for a formula MyST never turned into math (dollarmath switched off, say):
+    MathJax only typesets what Sphinx marks, so the reader would see the TeX."""
+    url, branch, notebooks = site
+    copy = tmp_path / "html"
+    shutil.copytree(HTML, copy)
+    chapter = min(notebooks) if notebooks else None
+    intro = "book/intro.html"
+
+    _inject(copy / intro, '<img src="no-such-figure.png" alt="broken"><p>Energy: $E = mc^2$</p>'
+                          '<a href="no-such-page.html">dead link</a>'
+                          '<span class="math notranslate nohighlight">\\(x^2\\)</span>')
+    if chapter:
+        page = copy / chapter
+        page.write_text(page.read_text(encoding="utf-8").replace(
+            "colab.research.google.com/github/", "colab.research.google.com/github/someone-else/"),
+            encoding="utf-8")
+        # a page whose MathJax script is gone leaves its formulas as raw TeX
+        page = copy / chapter
+        page.write_text(re.sub(r'<script[^>]*mathjax/tex-mml-chtml\.js[^>]*></script>', "",
+                               page.read_text(encoding="utf-8")), encoding="utf-8")
+        _inject(page, '<span class="math notranslate nohighlight">\\(y^2\\)</span>')
+
+    problems, _ = check_book(copy, url, branch, notebooks)
+    report = "\n".join(problems)
+    assert f"{intro}: image did not load: no-such-figure.png" in report
+    assert f"{intro}: raw TeX in the text" in report and "Energy: $E = mc^2$" in report
+    assert f"{intro}: broken internal link 'no-such-page.html'" in report
+    assert f"{intro}: failed request for a local resource" in report
+    if chapter:
+        assert f"{chapter}: Colab button points to" in report
+        assert f"{chapter}: formula not typeset" in report or f"{chapter}: 1 formulas but MathJax" in report
+    untouched = notebooks - {chapter}
+    assert not [p for p in problems if p.split(":")[0] in untouched]
