@@ -64,8 +64,21 @@ def check(answer, expected, *, atol: float = 1e-3, name: str = "answer") -> bool
     return False
 
 
-def glue(name: str, value, display: bool = False):
-    """myst-nb's glue (the book quotes the value in its prose); a no-op where myst-nb is absent (Colab)."""
+def as_text(x, decimals: int = 4) -> str:
+    """A vector as "[a, b, c]" with fixed decimals, for printing and for the prose."""
+    values = x.flatten().tolist() if isinstance(x, torch.Tensor) else np.ravel(x).tolist()
+    return "[" + ", ".join(fmt(v, decimals) for v in values) + "]"
+
+
+def glue(name: str, value, display: bool = False, decimals: int = 5):
+    """myst-nb's glue, so the book's prose can quote a computed value; a no-op where myst-nb is absent (Colab).
+
+    Floats (and 0-d tensors) are rounded to `decimals`, so the stored text is the same on every machine.
+    """
+    if isinstance(value, torch.Tensor) and value.dim() == 0:
+        value = value.item()
+    if isinstance(value, (float, np.floating)):
+        value = round(float(value), decimals) + 0.0
     try:
         from myst_nb import glue as myst_glue
     except ImportError:
