@@ -56,7 +56,7 @@ class CausalSelfAttention(nn.Module):
         self.k_proj = nn.Linear(d, self.n_kv_heads * self.head_dim, bias=cfg.bias)
         self.v_proj = nn.Linear(d, self.n_kv_heads * self.head_dim, bias=cfg.bias)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=cfg.bias)
-        self.resid_dropout = nn.Dropout(cfg.dropout)
+        self.resid_dropout = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # cheaper per decode step
 
     def forward(self, x, *, start_pos: int = 0, cache=None, rope=None, need_weights: bool = False):
         B, T, _ = x.shape

@@ -24,7 +24,7 @@ class MLP(nn.Module):
         self.fc = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=cfg.bias)
         self.proj = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=cfg.bias)
         self.act = act(cfg.ffn)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # cheaper per decode step
 
     def forward(self, x):
         return self.dropout(self.proj(self.act(self.fc(x))))
@@ -38,7 +38,7 @@ class SwiGLU(nn.Module):
         self.gate = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=cfg.bias)
         self.up = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=cfg.bias)
         self.down = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=cfg.bias)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # cheaper per decode step
 
     def forward(self, x):
         return self.dropout(self.down(F.silu(self.gate(x)) * self.up(x)))

@@ -29,7 +29,7 @@ class TransformerLM(nn.Module):
             cos, sin = rope_cos_sin(torch.arange(cfg.max_seq_len), cfg.head_dim, cfg.rope_base)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # cheaper per decode step
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         # Post-LN blocks already end in a norm; Pre-LN leaves the residual stream un-normalised.
         self.norm_f = make_norm(cfg) if cfg.norm_position == "pre" else nn.Identity()
