@@ -234,3 +234,13 @@ def test_bad_start_pos_and_cache_and_config():
         model(x, cache=model.make_cache(2)[:1])
     with pytest.raises(TypeError, match="TransformerLM needs a ModelConfig, got dict"):
         TransformerLM({"vocab_size": V})
+
+
+def test_loss_rejects_targets_outside_the_vocabulary():
+    cfg = ModelConfig(vocab_size=13, max_seq_len=8, d_model=8, n_layers=1, n_heads=2)
+    model = TransformerLM(cfg)
+    idx = torch.zeros(1, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"targets must be in \[0, 13\), got values in \[0, 13\]"):
+        model.loss(idx, torch.tensor([[0, 1, 2, 13]]))
+    with pytest.raises(TypeError, match="targets must be integer"):
+        model.loss(idx, torch.zeros(1, 4))

@@ -98,6 +98,11 @@ class TransformerLM(nn.Module):
         """Mean next-token cross-entropy in nats; targets (B, T) are idx shifted left by one."""
         if targets.shape != idx.shape:
             raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
+        if targets.dtype.is_floating_point or targets.dtype == torch.bool:
+            raise TypeError(f"targets must be integer token ids, got {targets.dtype}")
+        lo, hi = int(targets.min()), int(targets.max())
+        if lo < 0 or hi >= self.cfg.vocab_size:
+            raise ValueError(f"targets must be in [0, {self.cfg.vocab_size}), got values in [{lo}, {hi}]")
         logits = self(idx)
         return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
