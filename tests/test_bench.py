@@ -13,7 +13,7 @@ TINY = ModelConfig(vocab_size=64, max_seq_len=64, d_model=32, n_layers=2, n_head
 def test_cached_and_naive_decode_agree():
     result = bench.bench_decode(TINY, prompt_len=4, new_tokens=12, device="cpu", repeats=1)
     assert result["identical"] is True
-    assert result["cached_s"] > 0 and result["naive_s"] > 0 and result["tokens"] == 12
+    assert result["cached"].best > 0 and result["naive"].cpu > 0 and result["tokens"] == 12
 
 
 def test_sdpa_and_reference_attention_agree():

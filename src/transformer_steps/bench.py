@@ -3,7 +3,8 @@
 (a) KV-cached vs naive greedy decoding; (b) our generate on from_hf(m) vs m.generate for the same tiny
 Llama; (c) the SDPA attention path vs the readable reference path (the op alone and a whole-model
 prefill); (d) on CUDA only: decode tokens/s and achieved memory bandwidth for a ~1B-parameter bf16 model.
-Each timing is the best (and median) of a few repeats after a warm-up; ratios use the best times.
+Each timing is the best (and median) wall time and the best CPU time of a few repeats after a warm-up;
+ratios use the best wall times (CPU-time ratios in brackets: steadier on a shared machine).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import os
 import statistics
 import time
+from typing import NamedTuple
 
 import torch
 
@@ -34,18 +36,26 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def timed(fn, device, repeats: int = 3, warmup: int = 1) -> tuple[float, float, object]:
-    """(best seconds, median seconds, last result) of fn() over `repeats` runs after `warmup` untimed ones."""
+class Timing(NamedTuple):
+    best: float  # wall-clock seconds, fastest repeat
+    median: float
+    cpu: float  # process CPU seconds of the fastest-CPU repeat: less sensitive to other jobs on a shared machine
+    result: object
+
+
+def timed(fn, device, repeats: int = 3, warmup: int = 1) -> Timing:
+    """Best and median wall time and best CPU time of fn() over `repeats` runs after `warmup` untimed ones."""
     for _ in range(warmup):
         fn()
-    times = []
+    times, cpu_times = [], []
     for _ in range(repeats):
         synchronize(device)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         result = fn()
         synchronize(device)
         times.append(time.perf_counter() - start)
-    return min(times), statistics.median(times), result
+        cpu_times.append(time.process_time() - cpu_start)
+    return Timing(min(times), statistics.median(times), min(cpu_times), result)
 
 
 def random_prompt(batch: int, length: int, vocab_size: int, device, seed: int = 0) -> torch.Tensor:
@@ -59,15 +69,13 @@ def bench_decode(cfg: ModelConfig, prompt_len: int, new_tokens: int, device, rep
     torch.manual_seed(0)
     model = TransformerLM(cfg).to(device).eval()
     idx = random_prompt(1, prompt_len, cfg.vocab_size, device)
-    cached_best, cached_median, cached = timed(lambda: generate(model, idx, new_tokens, temperature=0.0),
-                                               device, repeats)
+    cached = timed(lambda: generate(model, idx, new_tokens, temperature=0.0), device, repeats)
     # the naive loop is the slow one: warm it up on a few tokens, then time it fewer times
     generate(model, idx, min(new_tokens, 8), temperature=0.0, use_cache=False)
-    naive_best, naive_median, naive = timed(
-        lambda: generate(model, idx, new_tokens, temperature=0.0, use_cache=False), device, naive_repeats, 0)
-    return {"cached_s": cached_best, "cached_median_s": cached_median, "naive_s": naive_best,
-            "naive_median_s": naive_median, "ratio": naive_best / cached_best,
-            "identical": torch.equal(cached, naive), "tokens": new_tokens}
+    naive = timed(lambda: generate(model, idx, new_tokens, temperature=0.0, use_cache=False), device,
+                  naive_repeats, warmup=0)
+    return {"cached": cached, "naive": naive, "ratio": naive.best / cached.best, "cpu_ratio": naive.cpu / cached.cpu,
+            "identical": torch.equal(cached.result, naive.result), "tokens": new_tokens}
 
 
 def random_hf_llama(n_layers: int, hidden: int, vocab_size: int, max_len: int, seed: int = 0):
@@ -89,7 +97,7 @@ def random_hf_llama(n_layers: int, hidden: int, vocab_size: int, max_len: int, s
 
 
 def bench_vs_hf(n_layers: int, hidden: int, prompt_len: int, new_tokens: int, device, repeats: int = 3) -> dict:
-    """Greedy tokens/s of our generate on from_hf(m) vs transformers' m.generate, same weights."""
+    """Greedy decoding with our generate on from_hf(m) vs transformers' m.generate, same weights."""
     from .hf import from_hf
 
     vocab_size = 4096
@@ -97,14 +105,11 @@ def bench_vs_hf(n_layers: int, hidden: int, prompt_len: int, new_tokens: int, de
     model = from_hf(hf_model)
     idx = random_prompt(1, prompt_len, vocab_size, device)
     mask = torch.ones_like(idx)
-    ours_best, ours_median, ours = timed(lambda: generate(model, idx, new_tokens, temperature=0.0), device,
-                                         repeats)
-    hf_best, hf_median, theirs = timed(
-        lambda: hf_model.generate(idx, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False),
-        device, repeats)
-    return {"ours_tps": new_tokens / ours_best, "ours_median_tps": new_tokens / ours_median,
-            "hf_tps": new_tokens / hf_best, "hf_median_tps": new_tokens / hf_median,
-            "ratio": hf_best / ours_best, "identical": torch.equal(ours, theirs), "tokens": new_tokens}
+    ours = timed(lambda: generate(model, idx, new_tokens, temperature=0.0), device, repeats)
+    theirs = timed(lambda: hf_model.generate(idx, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False),
+                   device, repeats)
+    return {"ours": ours, "hf": theirs, "ratio": theirs.best / ours.best, "cpu_ratio": theirs.cpu / ours.cpu,
+            "identical": torch.equal(ours.result, theirs.result), "tokens": new_tokens}
 
 
 def bench_attention(cfg: ModelConfig, seq_len: int, device, repeats: int = 5) -> dict:
@@ -114,22 +119,21 @@ def bench_attention(cfg: ModelConfig, seq_len: int, device, repeats: int = 5) ->
     mask = causal_mask(seq_len, seq_len, device)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     with torch.inference_mode():
-        op_sdpa_best, op_sdpa_median, op_fast = timed(lambda: sdpa(q, k, v, is_causal=True), device, repeats)
-        op_ref_best, op_ref_median, (op_ref, _) = timed(lambda: attention(q, k, v, mask), device, repeats)
+        op_sdpa = timed(lambda: sdpa(q, k, v, is_causal=True), device, repeats)
+        op_ref = timed(lambda: attention(q, k, v, mask)[0], device, repeats)
         torch.manual_seed(0)
         fast_model = TransformerLM(cfg.replace(attn_impl="sdpa")).to(device).eval()
         ref_model = TransformerLM(cfg.replace(attn_impl="reference")).to(device).eval()
         ref_model.load_state_dict(fast_model.state_dict())
         idx = random_prompt(1, seq_len, cfg.vocab_size, device)
-        model_sdpa_best, model_sdpa_median, fast_logits = timed(lambda: fast_model(idx), device, repeats)
-        model_ref_best, model_ref_median, ref_logits = timed(lambda: ref_model(idx), device, repeats)
-    return {"op_sdpa_s": op_sdpa_best, "op_sdpa_median_s": op_sdpa_median, "op_ref_s": op_ref_best,
-            "op_ref_median_s": op_ref_median, "op_ratio": op_ref_best / op_sdpa_best,
-            "op_max_abs_diff": (op_fast - op_ref).abs().max().item(),
-            "model_sdpa_s": model_sdpa_best, "model_sdpa_median_s": model_sdpa_median,
-            "model_ref_s": model_ref_best, "model_ref_median_s": model_ref_median,
-            "model_ratio": model_ref_best / model_sdpa_best,
-            "model_max_abs_diff": (fast_logits - ref_logits).abs().max().item(), "seq_len": seq_len}
+        model_sdpa = timed(lambda: fast_model(idx), device, repeats)
+        model_ref = timed(lambda: ref_model(idx), device, repeats)
+    return {"op_sdpa": op_sdpa, "op_ref": op_ref, "op_ratio": op_ref.best / op_sdpa.best,
+            "op_cpu_ratio": op_ref.cpu / op_sdpa.cpu,
+            "op_max_abs_diff": (op_sdpa.result - op_ref.result).abs().max().item(),
+            "model_sdpa": model_sdpa, "model_ref": model_ref, "model_ratio": model_ref.best / model_sdpa.best,
+            "model_cpu_ratio": model_ref.cpu / model_sdpa.cpu,
+            "model_max_abs_diff": (model_sdpa.result - model_ref.result).abs().max().item(), "seq_len": seq_len}
 
 
 def decode_bytes_per_token(model: TransformerLM, context_len: float, batch: int = 1) -> tuple[float, float]:
@@ -161,12 +165,16 @@ def bench_gpu_bandwidth(cfg: ModelConfig, prompt_len: int, new_tokens: int, peak
     for p in model.parameters():  # parameters only: RoPE tables stay float32
         p.data = p.data.to(torch.bfloat16)
     idx = random_prompt(1, prompt_len, cfg.vocab_size, device)
-    best, median, _ = timed(lambda: generate(model, idx, new_tokens, temperature=0.0), device, repeats)
-    # prefill is part of the timed run; with a short prompt it is a small share of it
+    if new_tokens < 2:
+        raise ValueError(f"new_tokens must be >= 2 (one prefill token, then decode steps), got {new_tokens}")
+    # generate(n) = prefill + (n - 1) decode steps: subtracting generate(1) leaves the decode steps alone
+    full = timed(lambda: generate(model, idx, new_tokens, temperature=0.0), device, repeats)
+    prefill_only = timed(lambda: generate(model, idx, 1, temperature=0.0), device, repeats)
+    steps = new_tokens - 1
     weight_bytes, kv_bytes = decode_bytes_per_token(model, prompt_len + new_tokens / 2)
-    tps = new_tokens / best
+    tps = steps / (full.best - prefill_only.best)
     achieved = (weight_bytes + kv_bytes) * tps
-    return {"params": model.num_parameters(), "tps": tps, "median_tps": new_tokens / median,
+    return {"params": model.num_parameters(), "tps": tps, "median_tps": steps / (full.median - prefill_only.median),
             "weight_bytes": weight_bytes, "kv_bytes": kv_bytes, "bytes_per_s": achieved,
             "fraction_of_peak": achieved / peak_bytes_per_s, "gpu": torch.cuda.get_device_name(device)}
 
@@ -202,19 +210,23 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
     seq_len = 64 if q else 512
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()} ({cores} usable cores, "
           f"load average {load:.1f}), repeats {args.repeats} "
-          f"(naive decode {args.naive_repeats}), quick={q}; times are best (median) of the repeats")
+          f"(naive decode {args.naive_repeats}), quick={q}; each time: best wall (median wall, best CPU) of the repeats")
     rows = []  # (check, measured, target, verdict)
 
-    def speed(name, ratio, target):
-        rows.append((name, f"{ratio:.2f}x", f">= {target}x" + (" (full sizes)" if q else ""),
+    def speed(name, ratio, cpu_ratio, target):
+        rows.append((name, f"{ratio:.2f}x ({cpu_ratio:.2f}x)", f">= {target}x" + (" (full sizes)" if q else ""),
                      "info" if q else verdict(ratio >= target)))
+
+    def show(label, t: Timing, unit=1.0, suffix="s", decimals=3):
+        return (f"{label} {t.best * unit:.{decimals}f} {suffix} (median {t.median * unit:.{decimals}f}, "
+                f"CPU {t.cpu * unit:.{decimals}f})")
 
     if "decode" not in skip:
         print(f"\n(a) greedy decode, KV cache vs naive: {decode_cfg}, prompt {prompt_len}, {new_tokens} new tokens")
         r = bench_decode(decode_cfg, prompt_len, new_tokens, device, args.repeats, args.naive_repeats)
-        print(f"    cached {r['cached_s']:.3f} s ({r['cached_median_s']:.3f}) = {new_tokens / r['cached_s']:.1f} tok/s;"
-              f" naive {r['naive_s']:.3f} s ({r['naive_median_s']:.3f}) = {new_tokens / r['naive_s']:.1f} tok/s")
-        speed("(a) cached / naive decode speed-up", r["ratio"], TARGETS["decode"])
+        print(f"    {show('cached', r['cached'])} = {new_tokens / r['cached'].best:.1f} tok/s")
+        print(f"    {show('naive ', r['naive'])} = {new_tokens / r['naive'].best:.1f} tok/s")
+        speed("(a) naive / cached decode time", r["ratio"], r["cpu_ratio"], TARGETS["decode"])
         rows.append(("(a) cached ids == naive ids", str(r["identical"]), "True", verdict(r["identical"])))
     if "hf" not in skip:
         print(f"\n(b) our generate(from_hf(m)) vs m.generate: random Llama, {hf_layers} layers, hidden {hf_hidden}, "
@@ -224,20 +236,19 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
         except ImportError:
             print("    skipped: transformers is not installed")
         else:
-            print(f"    ours {r['ours_tps']:.1f} tok/s ({r['ours_median_tps']:.1f}); "
-                  f"transformers {r['hf_tps']:.1f} tok/s ({r['hf_median_tps']:.1f})")
-            speed("(b) ours / transformers tokens/s", r["ratio"], TARGETS["hf"])
+            for label, key in (("ours        ", "ours"), ("transformers", "hf")):
+                print(f"    {show(label, r[key])} = {hf_tokens / r[key].best:.1f} tok/s")
+            speed("(b) transformers / ours time", r["ratio"], r["cpu_ratio"], TARGETS["hf"])
             rows.append(("(b) ours ids == transformers ids", str(r["identical"]), "True", verdict(r["identical"])))
     if "attention" not in skip:
         print(f"\n(c) causal prefill T={seq_len}, SDPA vs reference attention: op on (1, {decode_cfg.n_heads}, "
               f"{seq_len}, {decode_cfg.head_dim}), and the (a) model")
         r = bench_attention(decode_cfg, seq_len, device, max(args.repeats, 5))
-        print(f"    op: sdpa {r['op_sdpa_s'] * 1e3:.2f} ms ({r['op_sdpa_median_s'] * 1e3:.2f}), reference "
-              f"{r['op_ref_s'] * 1e3:.2f} ms ({r['op_ref_median_s'] * 1e3:.2f}); model: sdpa "
-              f"{r['model_sdpa_s'] * 1e3:.1f} ms ({r['model_sdpa_median_s'] * 1e3:.1f}), reference "
-              f"{r['model_ref_s'] * 1e3:.1f} ms ({r['model_ref_median_s'] * 1e3:.1f})")
+        for label, key in (("op    sdpa     ", "op_sdpa"), ("op    reference", "op_ref"),
+                           ("model sdpa     ", "model_sdpa"), ("model reference", "model_ref")):
+            print(f"    {show(label, r[key], 1e3, 'ms', 2)}")
         for part in ("op", "model"):
-            speed(f"(c) {part}: reference / SDPA time", r[f"{part}_ratio"], TARGETS["sdpa"])
+            speed(f"(c) {part}: reference / SDPA time", r[f"{part}_ratio"], r[f"{part}_cpu_ratio"], TARGETS["sdpa"])
             diff = r[f"{part}_max_abs_diff"]
             rows.append((f"(c) {part}: max |SDPA - reference|", f"{diff:.2e}", f"<= {TARGETS['max_abs_diff']:.0e}",
                          verdict(diff <= TARGETS["max_abs_diff"])))
@@ -255,7 +266,7 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
                   f"{r['bytes_per_s'] / 1e9:.0f} GB/s = {r['fraction_of_peak']:.1%} of peak")
             rows.append(("(d) decode bandwidth / peak", f"{r['fraction_of_peak']:.1%}", "report", "info"))
     widths = [max(len(row[i]) for row in rows + [("check", "measured", "target", "result")]) for i in range(4)]
-    print()
+    print("\nratios use the best wall times (in brackets: best CPU times); PASS/FAIL judges the wall-time ratio")
     for row in [("check", "measured", "target", "result"), *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
     return rows
