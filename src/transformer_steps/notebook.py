@@ -70,12 +70,12 @@ def as_text(x, decimals: int = 4) -> str:
     return "[" + ", ".join(fmt(v, decimals) for v in values) + "]"
 
 
-def glue(name: str, value, display: bool = False, decimals: int = 5):
+def glue(name: str, value, decimals: int = 5, *, display: bool = False):
     """myst-nb's glue, so the book's prose can quote a computed value; a no-op where myst-nb is absent (Colab).
 
-    Floats (and 0-d tensors) are rounded to `decimals`, so the stored text is the same on every machine.
+    Floats (and one-element tensors) are rounded to `decimals`, so the stored text is the same on every machine.
     """
-    if isinstance(value, torch.Tensor) and value.dim() == 0:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     if isinstance(value, (float, np.floating)):
         value = round(float(value), decimals) + 0.0
