@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 # Tools (jupyter-book, the notebook kernel) come from the venv.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: venv book test refresh lab bench train clean
+.PHONY: venv book test refresh lab bench train linkcheck clean
 
 venv: $(STAMP)
 
@@ -36,6 +36,12 @@ bench: venv
 
 train: venv
 	$(PY) -m transformer_steps.train
+
+# External links (bibliography URLs, GitHub, Colab): a report that never fails the build, since a machine
+# without internet sees every one as broken. Report: _build/linkcheck/_build/html/output.txt
+linkcheck: venv
+	-$(VENV)/bin/jupyter-book build . --builder linkcheck --path-output _build/linkcheck
+	@echo "linkcheck report: _build/linkcheck/_build/html/output.txt"
 
 clean:
 	rm -rf _build
