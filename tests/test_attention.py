@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_steps import CausalSelfAttention, KVCache, ModelConfig, attention, causal_mask
+from transformer_steps.positions import apply_rope, rope_cos_sin
 
 torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
 
@@ -177,3 +178,22 @@ def test_decode_step_weights_cover_every_cached_key():
     assert weights.shape == (1, 4, 1, 6) and (weights > 0).all()
     torch.testing.assert_close(weights, full_weights[:, :, 5:])
     torch.testing.assert_close(y, module(x)[:, 5:])
+
+
+@pytest.mark.parametrize("n_kv_heads", [None, 2, 1])
+@pytest.mark.parametrize("impl", ["sdpa", "reference"])
+def test_module_rope_equals_apply_rope_on_q_and_k(n_kv_heads, impl):
+    # the module rotates q and k together with apply_rope_rolled; the readable apply_rope is the reference
+    _, module = make_attn(impl, n_kv_heads)
+    x = randn(2, 5, 24, seed=11)
+    cos, sin = rope_cos_sin(torch.arange(3, 8), module.head_dim)
+    B, T, _ = x.shape
+    nh, nkv, hs = module.n_heads, module.n_kv_heads, module.head_dim
+    with torch.no_grad():
+        q = apply_rope(module.q_proj(x).view(B, T, nh, hs).transpose(1, 2), cos, sin)
+        k = apply_rope(module.k_proj(x).view(B, T, nkv, hs).transpose(1, 2), cos, sin)
+        v = module.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)
+        k, v = k.repeat_interleave(nh // nkv, dim=1), v.repeat_interleave(nh // nkv, dim=1)
+        heads = attention(q, k, v, causal_mask(T, T))[0]
+        want = module.o_proj(heads.transpose(1, 2).reshape(B, T, nh * hs))
+        torch.testing.assert_close(module(x, rope=(cos, sin)), want)

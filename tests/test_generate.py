@@ -171,3 +171,13 @@ def test_bad_prompts(idx, error, message):
 def test_generate_refuses_a_bidirectional_model():
     with pytest.raises(ValueError, match=r"generate needs a causal model \(cfg.causal=True\)"):
         generate(make(causal=False), prompt(), 2)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_outputs_are_ordinary_tensors_usable_with_autograd(use_cache):
+    # generate runs under inference_mode for speed; what it returns must still work in a training step
+    model = make(pos="rope", norm="rmsnorm", ffn="swiglu").train()
+    out, logits = generate(model, prompt(), 4, temperature=0.0, use_cache=use_cache, return_logits=True)
+    assert not out.is_inference() and not logits.is_inference()
+    model.loss(out[:, :-1], out[:, 1:]).backward()
+    assert model.tok_emb.weight.grad is not None

@@ -91,3 +91,13 @@ def test_make_norm_follows_the_config():
     assert make_norm(cfg.replace(bias=False)).bias is None
     rms = make_norm(cfg.replace(norm="rmsnorm"))
     assert isinstance(rms, RMSNorm) and rms.eps == 1e-4 and rms.weight.shape == (8,)
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_float32_fast_path_equals_the_from_scratch_function(kind):
+    # the modules call F.layer_norm / F.rms_norm on float32 input; the readable functions stay the reference
+    norm = LayerNorm(64, eps=1e-5) if kind == "layernorm" else RMSNorm(64, eps=1e-6)
+    randomise(norm)
+    x = 3 + 2 * randn(2, 5, 64, seed=7)
+    want = layer_norm(x, norm.weight, norm.bias, norm.eps) if kind == "layernorm" else rms_norm(x, norm.weight, norm.eps)
+    torch.testing.assert_close(norm(x), want, atol=1e-6, rtol=1e-6)

@@ -10,9 +10,11 @@ import torch
 from transformer_steps.positions import (
     apply_rope,
     apply_rope_interleaved,
+    apply_rope_rolled,
     interleaved_to_half_split,
     rope_cos_sin,
     rope_inv_freq,
+    rope_sign,
     rotate_half,
     sinusoidal_encoding,
 )
@@ -140,3 +142,13 @@ def test_rope_keeps_the_input_dtype():
     cos, sin = rope_cos_sin(torch.arange(4), 8)
     assert apply_rope(x, cos, sin).dtype == torch.bfloat16
     assert apply_rope_interleaved(x, cos, sin).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rolled_rope_equals_apply_rope_bit_for_bit(dtype):
+    # the attention module's fast path: the sign of rotate_half folded into sin, the halves swapped by a roll
+    cos, sin = rope_cos_sin(torch.arange(5, 12), 16)
+    x = randn(2, 3, 7, 16, seed=4).to(dtype)
+    assert torch.equal(x.roll(8, -1) * rope_sign(16).to(dtype), rotate_half(x))
+    got = apply_rope_rolled(x, cos.to(dtype), (sin * rope_sign(16)).to(dtype))
+    assert torch.equal(got, apply_rope(x, cos, sin))

@@ -50,7 +50,6 @@ def _check_sampling(max_new_tokens, temperature, top_k, top_p):
         raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
 
 
-@torch.no_grad()
 def generate(model: TransformerLM, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, use_cache: bool = True,
              generator: torch.Generator | None = None, return_logits: bool = False):
@@ -73,18 +72,20 @@ def generate(model: TransformerLM, idx: torch.Tensor, max_new_tokens: int, *, te
         raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) = {T + max_new_tokens} exceeds "
                          f"max_seq_len ({model.cfg.max_seq_len}); shorten the prompt or generate fewer tokens")
     new, step_logits = [], []
-    if use_cache and max_new_tokens:
-        cache = model.make_cache(B, T + max_new_tokens)
-        logits = prefill(model, idx, cache)
-    for i in range(max_new_tokens):
-        if not use_cache:
-            logits = model._logits(torch.cat([idx, *new], dim=1), 0, None, last_only=True)[:, -1]
-        elif i:
-            logits = decode_one_token(model, new[-1], T + i - 1, cache)
-        step_logits.append(logits)
-        new.append(sample_next(logits, temperature, top_k, top_p, generator))
-    out = torch.cat([idx, *new], dim=1)
-    if return_logits:
-        empty = idx.new_zeros((B, 0, model.cfg.vocab_size), dtype=torch.float32)
-        return out, torch.stack(step_logits, dim=1) if step_logits else empty
-    return out
+    with torch.inference_mode():  # no autograd bookkeeping at all: less per-op overhead than no_grad
+        if use_cache and max_new_tokens:
+            cache = model.make_cache(B, T + max_new_tokens)
+            logits = prefill(model, idx, cache)
+        for i in range(max_new_tokens):
+            if not use_cache:
+                logits = model._logits(torch.cat([idx, *new], dim=1), 0, None, last_only=True)[:, -1]
+            elif i:
+                logits = decode_one_token(model, new[-1], T + i - 1, cache)
+            step_logits.append(logits)
+            new.append(sample_next(logits, temperature, top_k, top_p, generator))
+        out = torch.cat([idx, *new], dim=1)
+        if return_logits:
+            empty = idx.new_zeros((B, 0, model.cfg.vocab_size), dtype=torch.float32)
+            logits = torch.stack(step_logits, dim=1) if step_logits else empty
+    # clones made outside inference mode are ordinary tensors, usable later with autograd
+    return (out.clone(), logits.clone()) if return_logits else out.clone()
