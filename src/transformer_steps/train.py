@@ -29,15 +29,15 @@ SHIPPED_CHECKPOINT = Path(__file__).with_name("checkpoints") / "shakespeare_char
 
 # The shipped character model: a Llama-style block (RMSNorm, SwiGLU, RoPE), see checkpoints/README.md.
 # Narrow on purpose: on two CPU cores a 10-minute budget buys more by seeing more text than by width.
-DEFAULT_MODEL = {"max_seq_len": 128, "d_model": 128, "n_layers": 4, "n_heads": 4, "norm": "rmsnorm",
+DEFAULT_MODEL = {"max_seq_len": 256, "d_model": 128, "n_layers": 4, "n_heads": 4, "norm": "rmsnorm",
                  "ffn": "swiglu", "pos": "rope", "bias": False, "tie_embeddings": True, "dropout": 0.0}
 
 
 @dataclass
 class TrainConfig:
-    steps: int = 2400
-    batch_size: int = 16
-    block_size: int = 128
+    steps: int = 2200
+    batch_size: int = 8
+    block_size: int = 256
     lr: float = 2e-3
     min_lr: float = 1e-4  # the cosine decays from lr to min_lr at the last step
     warmup_steps: int = 100
