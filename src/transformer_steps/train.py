@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm  # the plain bar: tqdm.auto warns in Jupyter without ipywidgets
 
 from .config import ModelConfig
 from .data import CharTokenizer, get_batch, load_char_dataset
