@@ -28,9 +28,7 @@ from .model import TransformerLM
 SHIPPED_CHECKPOINT = Path(__file__).with_name("checkpoints") / "shakespeare_char.pt"
 
 # The shipped character model: a Llama-style block (RMSNorm, SwiGLU, RoPE), see checkpoints/README.md.
-# Narrow on purpose: on two CPU cores a 10-minute budget buys more by seeing more text than by width.
-DEFAULT_MODEL = {"max_seq_len": 256, "d_model": 128, "n_layers": 4, "n_heads": 4, "norm": "rmsnorm",
-                 "ffn": "swiglu", "pos": "rope", "bias": False, "tie_embeddings": True, "dropout": 0.0}
+DEFAULT_MODEL = dataclasses.asdict(ModelConfig.preset("char-tiny"))
 
 
 @dataclass
