@@ -83,3 +83,12 @@ class TestNotebook:
         assert len(exempt) <= MAX_EXEMPT_FRACTION * len(cells), (
             f"{len(exempt)}/{len(cells)} code cells exempt from nbval; make their outputs deterministic"
         )
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_stored_output_names_a_local_path(notebook):
+    """A path of this machine in an output (a warning's file name, say) differs on every other machine."""
+    for cell in code_cells(notebook):
+        text = json.dumps(cell.get("outputs", []))
+        for marker in ("site-packages", "/work/", "/tmp/", "/home/", "/root/"):
+            assert marker not in text, f"{notebook.name}: an output names a local path ({marker}): {source(cell)[:80]}"
