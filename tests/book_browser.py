@@ -159,16 +159,29 @@ def _chromium() -> str:
     raise FileNotFoundError("no Chromium found: install Debian's `chromium` package (apt-get install chromium)")
 
 
+def site_settings(repo_root: Path) -> tuple[str, str, set[str]]:
+    """(repository URL, branch, pages built from notebooks) from _config.yml and _toc.yml."""
+    import yaml
+
+    repo = yaml.safe_load((repo_root / "_config.yml").read_text())["repository"]
+    toc = yaml.safe_load((repo_root / "_toc.yml").read_text())
+
+    def notebook_pages(node) -> set[str]:
+        if isinstance(node, list):
+            return set().union(*map(notebook_pages, node)) if node else set()
+        if not isinstance(node, dict):
+            return set()
+        found = {f"{node['file']}.html"} if (repo_root / f"{node.get('file', '')}.ipynb").is_file() else set()
+        return found.union(*(notebook_pages(v) for v in node.values() if isinstance(v, (list, dict))))
+
+    return repo["url"], repo.get("branch", "main"), notebook_pages(toc)
+
+
 if __name__ == "__main__":
     import sys
 
-    import yaml
-
-    cfg = yaml.safe_load(Path("_config.yml").read_text())
-    found, info = check_book(Path(sys.argv[1] if len(sys.argv) > 1 else "_build/html"), cfg["repository"]["url"],
-                             cfg["repository"].get("branch", "main"),
-                             {str(p.with_suffix(".html")) for p in Path("book").glob("*.ipynb")
-                              if Path("_build/html", p.with_suffix(".html")).is_file()},
+    url, branch, notebooks = site_settings(Path("."))
+    found, info = check_book(Path(sys.argv[1] if len(sys.argv) > 1 else "_build/html"), url, branch, notebooks,
                              Path("_build/screenshots"))
     print("\n".join(info + found) or "no problems")
     sys.exit(1 if found else 0)

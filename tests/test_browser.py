@@ -10,8 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
-from book_browser import _chromium, check_book
+from book_browser import _chromium, check_book, site_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
@@ -30,18 +29,7 @@ def site():
         _chromium()
     except FileNotFoundError as e:
         _require(False, str(e))
-    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
-    return repo["url"], repo.get("branch", "main"), _toc_notebooks(yaml.safe_load((ROOT / "_toc.yml").read_text()))
-
-
-def _toc_notebooks(node) -> set[str]:
-    """Pages built from notebooks: toc entries with a .ipynb file."""
-    if isinstance(node, list):
-        return set().union(*map(_toc_notebooks, node)) if node else set()
-    if not isinstance(node, dict):
-        return set()
-    found = {f"{node['file']}.html"} if (ROOT / f"{node.get('file', '')}.ipynb").is_file() else set()
-    return found.union(*(_toc_notebooks(v) for v in node.values() if isinstance(v, (list, dict))))
+    return site_settings(ROOT)
 
 
 def test_built_book_reads_offline(site):
