@@ -10,6 +10,15 @@ from transformer_steps import ModelConfig, TransformerLM, bench
 TINY = ModelConfig(vocab_size=64, max_seq_len=64, d_model=32, n_layers=2, n_heads=2)
 
 
+def test_side_by_side_takes_turns_after_the_warm_up():
+    calls = []
+    timings = bench.side_by_side({"a": lambda: calls.append("a") or len(calls),
+                                  "b": lambda: calls.append("b") or len(calls)}, "cpu", repeats=2, warmup=1)
+    assert calls == ["a", "b"] * 3  # one warm-up round, then two timed rounds, alternating
+    assert timings["a"].result == 5 and timings["b"].result == 6  # each side keeps its last result
+    assert all(t.best <= t.median and t.cpu >= 0 for t in timings.values())
+
+
 def test_cached_and_naive_decode_agree():
     result = bench.bench_decode(TINY, prompt_len=4, new_tokens=12, device="cpu", repeats=1)
     assert result["identical"] is True

@@ -3,8 +3,9 @@
 (a) KV-cached vs naive greedy decoding; (b) our generate on from_hf(m) vs m.generate for the same tiny
 Llama; (c) the SDPA attention path vs the readable reference path (the op alone and a whole-model
 prefill); (d) on CUDA only: decode tokens/s and achieved memory bandwidth for a ~1B-parameter bf16 model.
-Each timing is the best (and median) wall time and the best CPU time of a few repeats after a warm-up;
-ratios use the best wall times (CPU-time ratios in brackets: steadier on a shared machine).
+Each timing is the best (and median) wall time and the best CPU time of a few repeats after a warm-up; the two
+sides of a comparison take turns, repeat by repeat. Ratios use the best wall times (CPU-time ratios in brackets:
+steadier on a shared machine).
 """
 
 from __future__ import annotations
@@ -43,19 +44,30 @@ class Timing(NamedTuple):
     result: object
 
 
+def side_by_side(fns: dict, device, repeats: int = 3, warmup: int = 1) -> dict[str, Timing]:
+    """Time each fn() `repeats` times after `warmup` untimed runs, taking turns (a, b, a, b, ...), so a burst of
+    load on a shared machine hits both sides instead of one; Timing per name."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times = {name: [] for name in fns}
+    cpu_times = {name: [] for name in fns}
+    results = {}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            synchronize(device)
+            start, cpu_start = time.perf_counter(), time.process_time()
+            results[name] = fn()
+            synchronize(device)
+            times[name].append(time.perf_counter() - start)
+            cpu_times[name].append(time.process_time() - cpu_start)
+    return {name: Timing(min(times[name]), statistics.median(times[name]), min(cpu_times[name]), results[name])
+            for name in fns}
+
+
 def timed(fn, device, repeats: int = 3, warmup: int = 1) -> Timing:
     """Best and median wall time and best CPU time of fn() over `repeats` runs after `warmup` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    times, cpu_times = [], []
-    for _ in range(repeats):
-        synchronize(device)
-        start, cpu_start = time.perf_counter(), time.process_time()
-        result = fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-        cpu_times.append(time.process_time() - cpu_start)
-    return Timing(min(times), statistics.median(times), min(cpu_times), result)
+    return side_by_side({"fn": fn}, device, repeats, warmup)["fn"]
 
 
 def random_prompt(batch: int, length: int, vocab_size: int, device, seed: int = 0) -> torch.Tensor:
@@ -105,9 +117,10 @@ def bench_vs_hf(n_layers: int, hidden: int, prompt_len: int, new_tokens: int, de
     model = from_hf(hf_model)
     idx = random_prompt(1, prompt_len, vocab_size, device)
     mask = torch.ones_like(idx)
-    ours = timed(lambda: generate(model, idx, new_tokens, temperature=0.0), device, repeats)
-    theirs = timed(lambda: hf_model.generate(idx, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False),
-                   device, repeats)
+    t = side_by_side({"ours": lambda: generate(model, idx, new_tokens, temperature=0.0),
+                      "hf": lambda: hf_model.generate(idx, attention_mask=mask, max_new_tokens=new_tokens,
+                                                      do_sample=False)}, device, repeats)
+    ours, theirs = t["ours"], t["hf"]
     return {"ours": ours, "hf": theirs, "ratio": theirs.best / ours.best, "cpu_ratio": theirs.cpu / ours.cpu,
             "identical": torch.equal(ours.result, theirs.result), "tokens": new_tokens}
 
@@ -119,15 +132,16 @@ def bench_attention(cfg: ModelConfig, seq_len: int, device, repeats: int = 5) ->
     mask = causal_mask(seq_len, seq_len, device)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     with torch.inference_mode():
-        op_sdpa = timed(lambda: sdpa(q, k, v, is_causal=True), device, repeats)
-        op_ref = timed(lambda: attention(q, k, v, mask)[0], device, repeats)
+        op = side_by_side({"sdpa": lambda: sdpa(q, k, v, is_causal=True),
+                           "ref": lambda: attention(q, k, v, mask)[0]}, device, repeats)
+        op_sdpa, op_ref = op["sdpa"], op["ref"]
         torch.manual_seed(0)
         fast_model = TransformerLM(cfg.replace(attn_impl="sdpa")).to(device).eval()
         ref_model = TransformerLM(cfg.replace(attn_impl="reference")).to(device).eval()
         ref_model.load_state_dict(fast_model.state_dict())
         idx = random_prompt(1, seq_len, cfg.vocab_size, device)
-        model_sdpa = timed(lambda: fast_model(idx), device, repeats)
-        model_ref = timed(lambda: ref_model(idx), device, repeats)
+        whole = side_by_side({"sdpa": lambda: fast_model(idx), "ref": lambda: ref_model(idx)}, device, repeats)
+        model_sdpa, model_ref = whole["sdpa"], whole["ref"]
     return {"op_sdpa": op_sdpa, "op_ref": op_ref, "op_ratio": op_ref.best / op_sdpa.best,
             "op_cpu_ratio": op_ref.cpu / op_sdpa.cpu,
             "op_max_abs_diff": (op_sdpa.result - op_ref.result).abs().max().item(),
