@@ -95,13 +95,21 @@ def make_attn(impl="sdpa", n_kv_heads=None, causal=True, seed=0, bias=True):
     return cfg, module
 
 
+def projections(module, x):
+    """x W_Q + b_Q, x W_K + b_K, x W_V + b_V from the fused qkv matrix: its rows are W_Q^T, then W_K^T, then W_V^T."""
+    nh, nkv, hs = module.n_heads, module.n_kv_heads, module.head_dim
+    sizes = (nh * hs, nkv * hs, nkv * hs)
+    weights = module.qkv.weight.split(sizes)
+    biases = (0, 0, 0) if module.qkv.bias is None else module.qkv.bias.split(sizes)
+    return [x @ w.T + b for w, b in zip(weights, biases)]
+
+
 def by_hand(module, x, causal):
     """Each query head h reads kv head h // (n_heads / n_kv_heads); one softmax row per query."""
     B, T, _ = x.shape
     nh, nkv, hs = module.n_heads, module.n_kv_heads, module.head_dim
-    q = module.q_proj(x).view(B, T, nh, hs)
-    k = module.k_proj(x).view(B, T, nkv, hs)
-    v = module.v_proj(x).view(B, T, nkv, hs)
+    q, k, v = projections(module, x)
+    q, k, v = q.view(B, T, nh, hs), k.view(B, T, nkv, hs), v.view(B, T, nkv, hs)
     heads = torch.zeros(B, T, nh, hs)
     for b in range(B):
         for h in range(nh):
@@ -190,9 +198,10 @@ def test_module_rope_equals_apply_rope_on_q_and_k(n_kv_heads, impl):
     B, T, _ = x.shape
     nh, nkv, hs = module.n_heads, module.n_kv_heads, module.head_dim
     with torch.no_grad():
-        q = apply_rope(module.q_proj(x).view(B, T, nh, hs).transpose(1, 2), cos, sin)
-        k = apply_rope(module.k_proj(x).view(B, T, nkv, hs).transpose(1, 2), cos, sin)
-        v = module.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)
+        q, k, v = projections(module, x)
+        q = apply_rope(q.view(B, T, nh, hs).transpose(1, 2), cos, sin)
+        k = apply_rope(k.view(B, T, nkv, hs).transpose(1, 2), cos, sin)
+        v = v.view(B, T, nkv, hs).transpose(1, 2)
         k, v = k.repeat_interleave(nh // nkv, dim=1), v.repeat_interleave(nh // nkv, dim=1)
         heads = attention(q, k, v, causal_mask(T, T))[0]
         want = module.o_proj(heads.transpose(1, 2).reshape(B, T, nh * hs))

@@ -57,9 +57,11 @@ def test_swiglu_by_hand():
     ffn = make("swiglu")
     assert isinstance(ffn, SwiGLU)
     x = randn(2, 3, 8, seed=11)
-    a = x @ ffn.gate.weight.T + ffn.gate.bias
+    W_gate, W_up = ffn.gate_up.weight.chunk(2)  # rows [0, d_ff) gate, [d_ff, 2 d_ff) up
+    b_gate, b_up = ffn.gate_up.bias.chunk(2)
+    a = x @ W_gate.T + b_gate
     silu = a * torch.sigmoid(a)
-    want = (silu * (x @ ffn.up.weight.T + ffn.up.bias)) @ ffn.down.weight.T + ffn.down.bias
+    want = (silu * (x @ W_up.T + b_up)) @ ffn.down.weight.T + ffn.down.bias
     torch.testing.assert_close(ffn(x), want)
 
 

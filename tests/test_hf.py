@@ -107,7 +107,7 @@ def test_llama_with_biases():
 
 def test_keeps_dtype_and_rope_tables_float32():
     model = from_hf(tiny_llama().to(torch.bfloat16))
-    assert model.tok_emb.weight.dtype == torch.bfloat16 and model.blocks[0].attn.q_proj.weight.dtype == torch.bfloat16
+    assert model.tok_emb.weight.dtype == torch.bfloat16 and model.blocks[0].attn.qkv.weight.dtype == torch.bfloat16
     assert model.rope_cos.dtype == torch.float32
 
 

@@ -56,10 +56,11 @@ def test_start_pos_must_touch_the_filled_prefix(start_pos):
 
 
 @pytest.mark.parametrize(("k_shape", "v_shape"), [((1, 2, 1, 3), (1, 2, 2, 3)), ((2, 2, 1, 3), (2, 2, 1, 3)),
-                                                  ((1, 1, 1, 3), (1, 1, 1, 3)), ((1, 2, 1, 4), (1, 2, 1, 4))])
+                                                  ((1, 1, 1, 3), (1, 1, 1, 3)), ((1, 2, 1, 4), (1, 2, 1, 4)),
+                                                  ((2, 3), (2, 3))])
 def test_wrong_shapes_are_rejected(k_shape, v_shape):
     cache = KVCache(1, 2, 8, 3)
-    with pytest.raises(ValueError, match=r"k and v must both be \(1, 2\) x T x 3"):
+    with pytest.raises(ValueError, match=r"k and v must both be \(1, 2, T, 3\)"):
         cache.update(0, torch.zeros(k_shape), torch.zeros(v_shape))
 
 

@@ -57,7 +57,7 @@ def test_every_variant_runs_forward_and_backward(norm, norm_position, ffn, pos):
         assert grad is not None, f"{name} got no gradient"
         assert torch.isfinite(grad).all(), f"{name} has a non-finite gradient"
     assert grads["tok_emb.weight"].abs().sum() > 0
-    assert grads["blocks.0.attn.q_proj.weight"].abs().sum() > 0
+    assert grads["blocks.0.attn.qkv.weight"].abs().sum() > 0
 
 
 @pytest.mark.parametrize(("norm", "norm_position", "ffn", "pos"),
@@ -190,6 +190,22 @@ def test_dropout_only_in_training_mode():
     assert not torch.equal(model(x), model(x))
     model.eval()
     torch.testing.assert_close(model(x), model(x))
+
+
+@pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
+def test_every_dropout_runs_in_training_and_none_in_eval(ffn):
+    model = make(dropout=0.5, ffn=ffn)
+    called = []
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Dropout):
+            module.register_forward_hook(lambda m, args, out, name=name: called.append(name))
+    expected = ["dropout"] + [f"blocks.{i}.{part}" for i in range(len(model.blocks))
+                              for part in ("attn.resid_dropout", "ffn.dropout")]
+    model.train()(ids())
+    assert called == expected
+    called.clear()
+    model.eval()(ids())
+    assert called == []
 
 
 def test_start_pos_shifts_the_positions():

@@ -52,22 +52,21 @@ class CausalSelfAttention(nn.Module):
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_dim
         self.impl, self.causal = cfg.attn_impl, cfg.causal
         d = cfg.d_model
-        self.q_proj = nn.Linear(d, self.n_heads * self.head_dim, bias=cfg.bias)
-        self.k_proj = nn.Linear(d, self.n_kv_heads * self.head_dim, bias=cfg.bias)
-        self.v_proj = nn.Linear(d, self.n_kv_heads * self.head_dim, bias=cfg.bias)
+        # W_Q, W_K, W_V side by side in one matrix (as GPT-2's c_attn): one matmul instead of three
+        self.qkv = nn.Linear(d, (self.n_heads + 2 * self.n_kv_heads) * self.head_dim, bias=cfg.bias)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=cfg.bias)
-        self.resid_dropout = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # cheaper per decode step
+        self.resid_dropout = nn.Dropout(cfg.dropout)
         self.register_buffer("rope_sign", rope_sign(self.head_dim), persistent=False)  # for apply_rope_rolled
 
     def forward(self, x, *, start_pos: int = 0, cache=None, rope=None, need_weights: bool = False):
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
-        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, nkv, T, hs)
-        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        if rope is not None:  # == apply_rope on q and k, in one rotation of both (fewer ops per decode step)
-            cos, sin = rope
-            qk = apply_rope_rolled(torch.cat((q, k), dim=1), cos.to(q.dtype), (sin * self.rope_sign).to(q.dtype))
-            q, k = qk.split((self.n_heads, self.n_kv_heads), dim=1)
+        nh, nkv = self.n_heads, self.n_kv_heads
+        qkv = self.qkv(x).view(B, T, nh + 2 * nkv, self.head_dim).transpose(1, 2)  # (B, nh + 2 nkv, T, hs)
+        qk, v = qkv.split((nh + nkv, nkv), dim=1)  # v: (B, nkv, T, hs)
+        if rope is not None:  # == apply_rope on q and on k, in one rotation of both (fewer ops per decode step)
+            cos, sin = rope  # (T, hs) each, float32 tables as in HF: the products run in x's dtype
+            qk = apply_rope_rolled(qk, cos.to(x.dtype), (sin * self.rope_sign).to(x.dtype))
+        q, k = qk.split((nh, nkv), dim=1)  # (B, nh, T, hs), (B, nkv, T, hs)
         if cache is not None:
             k, v = cache.update(start_pos, k, v)  # (B, nkv, start_pos + T, hs)
         t_k = k.shape[2]
@@ -88,5 +87,7 @@ class CausalSelfAttention(nn.Module):
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(T, t_k, x.device),
                                                    enable_gqa=gqa)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, C)
-        y = self.resid_dropout(self.o_proj(y))
+        y = self.o_proj(y)
+        if self.training:  # dropout is the identity in eval: skip the call (a decode step is op-bound)
+            y = self.resid_dropout(y)
         return (y, weights) if need_weights else y

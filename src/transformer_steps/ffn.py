@@ -24,10 +24,11 @@ class MLP(nn.Module):
         self.fc = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=cfg.bias)
         self.proj = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=cfg.bias)
         self.act = act(cfg.ffn)
-        self.dropout = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # cheaper per decode step
+        self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x):
-        return self.dropout(self.proj(self.act(self.fc(x))))
+        y = self.proj(self.act(self.fc(x)))
+        return self.dropout(y) if self.training else y  # the identity in eval: skip the call
 
 
 class SwiGLU(nn.Module):
@@ -35,13 +36,15 @@ class SwiGLU(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        self.gate = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=cfg.bias)
-        self.up = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=cfg.bias)
+        # W_gate and W_up stacked in one matrix (rows [0, d_ff) gate, [d_ff, 2 d_ff) up): one matmul, not two
+        self.gate_up = nn.Linear(cfg.d_model, 2 * cfg.ffn_dim, bias=cfg.bias)
         self.down = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=cfg.bias)
-        self.dropout = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # cheaper per decode step
+        self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x):
-        return self.dropout(self.down(F.silu(self.gate(x)) * self.up(x)))
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        y = self.down(F.silu(gate) * up)
+        return self.dropout(y) if self.training else y  # the identity in eval: skip the call
 
 
 class MoE(nn.Module):

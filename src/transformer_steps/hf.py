@@ -67,14 +67,11 @@ def _gpt2_state(m) -> dict[str, torch.Tensor]:
              "norm_f.weight": t.ln_f.weight, "norm_f.bias": t.ln_f.bias, "lm_head.weight": m.lm_head.weight}
     for i, h in enumerate(t.h):
         p = f"blocks.{i}."
-        # Conv1D computes x W with W (in, out); nn.Linear wants (out, in): transpose. c_attn = [Wq | Wk | Wv].
-        wq, wk, wv = h.attn.c_attn.weight.split(m.config.n_embd, dim=1)
-        bq, bk, bv = h.attn.c_attn.bias.split(m.config.n_embd, dim=0)
+        # Conv1D computes x W with W (in, out); nn.Linear wants (out, in): transpose.
+        # c_attn = [Wq | Wk | Wv] is already our fused qkv.
         state.update({
             p + "norm1.weight": h.ln_1.weight, p + "norm1.bias": h.ln_1.bias,
-            p + "attn.q_proj.weight": wq.T, p + "attn.q_proj.bias": bq,
-            p + "attn.k_proj.weight": wk.T, p + "attn.k_proj.bias": bk,
-            p + "attn.v_proj.weight": wv.T, p + "attn.v_proj.bias": bv,
+            p + "attn.qkv.weight": h.attn.c_attn.weight.T, p + "attn.qkv.bias": h.attn.c_attn.bias,
             p + "attn.o_proj.weight": h.attn.c_proj.weight.T, p + "attn.o_proj.bias": h.attn.c_proj.bias,
             p + "norm2.weight": h.ln_2.weight, p + "norm2.bias": h.ln_2.bias,
             p + "ffn.fc.weight": h.mlp.c_fc.weight.T, p + "ffn.fc.bias": h.mlp.c_fc.bias,
@@ -116,14 +113,16 @@ def _llama_config(c) -> ModelConfig:
 
 
 def _llama_state(m) -> dict[str, torch.Tensor]:
-    names = {"tok_emb": "model.embed_tokens", "norm_f": "model.norm", "lm_head": "lm_head"}
-    layer = {"norm1": "input_layernorm", "norm2": "post_attention_layernorm",
-             "attn.q_proj": "self_attn.q_proj", "attn.k_proj": "self_attn.k_proj",
-             "attn.v_proj": "self_attn.v_proj", "attn.o_proj": "self_attn.o_proj",
-             "ffn.gate": "mlp.gate_proj", "ffn.up": "mlp.up_proj", "ffn.down": "mlp.down_proj"}
+    sources = {"tok_emb": ["model.embed_tokens"], "norm_f": ["model.norm"], "lm_head": ["lm_head"]}
     for i in range(m.config.num_hidden_layers):
-        names.update({f"blocks.{i}.{ours}": f"model.layers.{i}.{theirs}" for ours, theirs in layer.items()})
+        ours, hf = f"blocks.{i}.", f"model.layers.{i}."
+        sources.update({
+            ours + "norm1": [hf + "input_layernorm"], ours + "norm2": [hf + "post_attention_layernorm"],
+            ours + "attn.qkv": [hf + "self_attn.q_proj", hf + "self_attn.k_proj", hf + "self_attn.v_proj"],
+            ours + "attn.o_proj": [hf + "self_attn.o_proj"],
+            ours + "ffn.gate_up": [hf + "mlp.gate_proj", hf + "mlp.up_proj"], ours + "ffn.down": [hf + "mlp.down_proj"],
+        })
     theirs = dict(m.named_parameters(remove_duplicate=False))
-    # both are nn.Linear (weight (out, in)): copied as they are
-    return {f"{ours}.{kind}": theirs[f"{hf}.{kind}"] for ours, hf in names.items() for kind in ("weight", "bias")
-            if f"{hf}.{kind}" in theirs}
+    # nn.Linear on both sides (weight (out, in)); a fused matrix of ours stacks theirs row-wise
+    return {f"{ours}.{kind}": torch.cat([theirs[f"{hf}.{kind}"] for hf in names])
+            for ours, names in sources.items() for kind in ("weight", "bias") if f"{names[0]}.{kind}" in theirs}

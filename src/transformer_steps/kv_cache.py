@@ -28,15 +28,15 @@ class KVCache:
 
     def update(self, start_pos: int, k: torch.Tensor, v: torch.Tensor):
         """Write k, v (B, nkv, T, hs) at positions [start_pos, start_pos + T); return keys/values [0, end)."""
-        t = k.shape[2]
-        end = start_pos + t
-        if k.shape != v.shape or k.shape[:2] != self.k.shape[:2] or k.shape[3] != self.k.shape[3]:
-            raise ValueError(f"k and v must both be {tuple(self.k.shape[:2])} x T x {self.k.shape[3]}, "
-                             f"got {tuple(k.shape)} and {tuple(v.shape)}")
+        B, nkv, max_len, hs = self.k.shape  # each .shape is a call: read once (this runs every decode step)
+        shape = k.shape
+        if len(shape) != 4 or shape != v.shape or shape != (B, nkv, shape[2], hs):
+            raise ValueError(f"k and v must both be ({B}, {nkv}, T, {hs}), got {tuple(shape)} and {tuple(v.shape)}")
+        t, end = shape[2], start_pos + shape[2]
         if not 0 <= start_pos <= self.length:
             raise ValueError(f"start_pos must be in [0, {self.length}] (the filled length), got {start_pos}")
-        if end > self.max_len:
-            raise ValueError(f"KV cache overflow: positions up to {end} requested, capacity is {self.max_len}; "
+        if end > max_len:
+            raise ValueError(f"KV cache overflow: positions up to {end} requested, capacity is {max_len}; "
                              "make the cache larger (max_len) or generate fewer tokens")
         # narrow + copy_ (not slice assignment): the same write with less per-call overhead at decode time
         self.k.narrow(2, start_pos, t).copy_(k)

@@ -29,7 +29,7 @@ class TransformerLM(nn.Module):
             cos, sin = rope_cos_sin(torch.arange(cfg.max_seq_len), cfg.head_dim, cfg.rope_base)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
-        self.dropout = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # cheaper per decode step
+        self.dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         # Post-LN blocks already end in a norm; Pre-LN leaves the residual stream un-normalised.
         self.norm_f = make_norm(cfg) if cfg.norm_position == "pre" else nn.Identity()
@@ -86,7 +86,8 @@ class TransformerLM(nn.Module):
             x = x + self.pos_table[start_pos:start_pos + T].to(x.dtype)
         elif self.cfg.pos == "rope":
             rope = (self.rope_cos[start_pos:start_pos + T], self.rope_sin[start_pos:start_pos + T])
-        x = self.dropout(x)
+        if self.training:  # dropout is the identity in eval: skip the call (a decode step is op-bound)
+            x = self.dropout(x)
         for i, block in enumerate(self.blocks):
             x = block(x, start_pos=start_pos, cache=None if cache is None else cache[i], rope=rope)
         x = self.norm_f(x)
