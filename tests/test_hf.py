@@ -106,9 +106,16 @@ def test_llama_with_biases():
 
 
 def test_keeps_dtype_and_rope_tables_float32():
-    model = from_hf(tiny_llama().to(torch.bfloat16))
+    hf_model = tiny_llama().to(torch.bfloat16)
+    model = from_hf(hf_model)
     assert model.tok_emb.weight.dtype == torch.bfloat16 and model.blocks[0].attn.qkv.weight.dtype == torch.bfloat16
     assert model.rope_cos.dtype == torch.float32
+    idx = torch.arange(10)[None]
+    with torch.no_grad():  # float32 tables, bf16 activations: RoPE runs in bf16, as in HF
+        ours, theirs = model(idx), hf_model(idx).logits
+    assert ours.dtype == torch.bfloat16
+    torch.testing.assert_close(ours.float(), theirs.float(), atol=0.05 * theirs.abs().max().item(), rtol=0)
+    assert generate(model, idx, 4, temperature=0.0).shape == (1, 14)  # the cached decode path in bf16 too
 
 
 @pytest.mark.parametrize("make, match", [

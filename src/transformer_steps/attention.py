@@ -64,8 +64,10 @@ class CausalSelfAttention(nn.Module):
         qkv = self.qkv(x).view(B, T, nh + 2 * nkv, self.head_dim).transpose(1, 2)  # (B, nh + 2 nkv, T, hs)
         qk, v = qkv.split((nh + nkv, nkv), dim=1)  # v: (B, nkv, T, hs)
         if rope is not None:  # == apply_rope on q and on k, in one rotation of both (fewer ops per decode step)
-            cos, sin = rope  # (T, hs) each, float32 tables as in HF: the products run in x's dtype
-            qk = apply_rope_rolled(qk, cos.to(x.dtype), (sin * self.rope_sign).to(x.dtype))
+            cos, sin = rope[0], rope[1] * self.rope_sign  # (T, hs) each, float32 tables as in HF
+            if cos.dtype != x.dtype:  # the rotation runs in x's dtype (a cast only when they differ: fewer ops)
+                cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+            qk = apply_rope_rolled(qk, cos, sin)
         q, k = qk.split((nh, nkv), dim=1)  # (B, nh, T, hs), (B, nkv, T, hs)
         if cache is not None:
             k, v = cache.update(start_pos, k, v)  # (B, nkv, start_pos + T, hs)
