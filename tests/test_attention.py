@@ -206,3 +206,18 @@ def test_module_rope_equals_apply_rope_on_q_and_k(n_kv_heads, impl):
         heads = attention(q, k, v, causal_mask(T, T))[0]
         want = module.o_proj(heads.transpose(1, 2).reshape(B, T, nh * hs))
         torch.testing.assert_close(module(x, rope=(cos, sin)), want)
+
+
+def test_rope_under_bf16_autocast_keeps_q_and_k_in_bf16(monkeypatch):
+    # autocast runs the projections in bf16 while x stays float32: the float32 RoPE tables must follow q and k,
+    # not x, or q and k are promoted to float32 beside a bf16 v
+    _, module = make_attn("sdpa", n_kv_heads=2)
+    seen = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda q, k, v, **kw: seen.append((q.dtype, k.dtype, v.dtype)) or sdpa(q, k, v, **kw))
+    x = randn(1, 5, 24, seed=3)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        module(x, rope=rope_cos_sin(torch.arange(5), module.head_dim))
+    assert seen == [(torch.bfloat16,) * 3]
+

@@ -65,8 +65,8 @@ class CausalSelfAttention(nn.Module):
         qk, v = qkv.split((nh + nkv, nkv), dim=1)  # v: (B, nkv, T, hs)
         if rope is not None:  # == apply_rope on q and on k, in one rotation of both (fewer ops per decode step)
             cos, sin = rope[0], rope[1] * self.rope_sign  # (T, hs) each, float32 tables as in HF
-            if cos.dtype != x.dtype:  # the rotation runs in x's dtype (a cast only when they differ: fewer ops)
-                cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+            if cos.dtype != qk.dtype:  # rotate in the projections' dtype (bf16 under autocast); cast only if needed
+                cos, sin = cos.to(qk.dtype), sin.to(qk.dtype)
             qk = apply_rope_rolled(qk, cos, sin)
         q, k = qk.split((nh, nkv), dim=1)  # (B, nh, T, hs), (B, nkv, T, hs)
         if cache is not None:
