@@ -154,19 +154,26 @@ def test_package_imports_without_transformers():
     assert result.stdout.strip() == "needs transformers"
 
 
-def test_the_model_side_of_the_package_imports_only_torch_and_numpy():
-    # importing the package and decoding adds no third-party module: matplotlib loads only for plots,
-    # tqdm/regex only with the training and tokenizer modules, transformers only inside from_hf
-    code = ("import sys\nimport numpy, torch\n"
-            "before = {name.split('.')[0] for name in sys.modules}\n"
-            "import transformer_steps as ts\n"
-            "model = ts.TransformerLM(ts.ModelConfig.preset('llama-tiny')).eval()\n"
-            "ts.generate(model, torch.tensor([[1, 2, 3]]), 3, temperature=0.0)\n"
-            "new = {name.split('.')[0] for name in sys.modules} - before - set(sys.stdlib_module_names)\n"
-            "print(sorted(name for name in new if not name.startswith('_')))\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['transformer_steps']"
+@pytest.mark.parametrize("damage, match", [
+    (lambda state: state.pop("norm_f.weight"), r"weight mapping mismatch: missing \['norm_f.weight'\]"),
+    (lambda state: state.update(extra=state["norm_f.weight"]), r"unexpected \['extra'\]"),
+    (lambda state: state["blocks.0.attn.qkv.weight"].pop(), r"blocks.0.attn.qkv.weight: the parts fill 96 of 128 rows"),
+    (lambda state: state["blocks.0.attn.qkv.weight"].append(state["blocks.0.attn.qkv.weight"][0]),
+     r"cannot place a \(64, 64\) part in \(128, 64\)"),
+])
+def test_a_broken_weight_mapping_is_an_error_not_a_half_filled_model(monkeypatch, damage, match):
+    from transformer_steps import hf
+
+    real = hf._llama_state
+
+    def broken(m):
+        state = real(m)
+        damage(state)
+        return state
+
+    monkeypatch.setattr(hf, "_llama_state", broken)
+    with pytest.raises(ValueError, match=match):
+        from_hf(tiny_llama())
 
 
 def test_result_is_a_transformer_lm(pair):

@@ -39,8 +39,21 @@ def from_hf(hf_model) -> TransformerLM:
         raise TypeError(f"from_hf supports a {SUPPORTED}, got {type(hf_model).__name__}")
     ref = next(hf_model.parameters())
     model = TransformerLM(cfg)
-    # strict: every tensor of ours is filled, and the mapping names nothing we lack
-    model.load_state_dict({k: v.detach().float() for k, v in state.items()}, strict=True)
+    ours = model.state_dict()
+    if ours.keys() != state.keys():  # strict: every tensor of ours is filled, and the mapping names nothing we lack
+        raise ValueError(f"weight mapping mismatch: missing {sorted(ours.keys() - state.keys())}, "
+                         f"unexpected {sorted(state.keys() - ours.keys())}")
+    with torch.no_grad():
+        for name, value in state.items():
+            dest, row = ours[name], 0
+            for part in value if isinstance(value, list) else [value]:
+                # a fused matrix of ours stacks theirs row-wise; copying in place keeps one copy of the weights
+                if part.shape[1:] != dest.shape[1:] or row + part.shape[0] > dest.shape[0]:
+                    raise ValueError(f"{name}: cannot place a {tuple(part.shape)} part in {tuple(dest.shape)}")
+                dest.narrow(0, row, part.shape[0]).copy_(part)
+                row += part.shape[0]
+            if row != dest.shape[0]:
+                raise ValueError(f"{name}: the parts fill {row} of {dest.shape[0]} rows")
     model.to(ref.device)
     for p in model.parameters():  # parameters only: RoPE tables stay float32, as in HF
         p.data = p.data.to(ref.dtype)
@@ -112,7 +125,7 @@ def _llama_config(c) -> ModelConfig:
                        tie_embeddings=bool(c.tie_word_embeddings), bias=attention_bias, norm_eps=c.rms_norm_eps)
 
 
-def _llama_state(m) -> dict[str, torch.Tensor]:
+def _llama_state(m) -> dict[str, list[torch.Tensor]]:
     sources = {"tok_emb": ["model.embed_tokens"], "norm_f": ["model.norm"], "lm_head": ["lm_head"]}
     for i in range(m.config.num_hidden_layers):
         ours, hf = f"blocks.{i}.", f"model.layers.{i}."
@@ -123,6 +136,6 @@ def _llama_state(m) -> dict[str, torch.Tensor]:
             ours + "ffn.gate_up": [hf + "mlp.gate_proj", hf + "mlp.up_proj"], ours + "ffn.down": [hf + "mlp.down_proj"],
         })
     theirs = dict(m.named_parameters(remove_duplicate=False))
-    # nn.Linear on both sides (weight (out, in)); a fused matrix of ours stacks theirs row-wise
-    return {f"{ours}.{kind}": torch.cat([theirs[f"{hf}.{kind}"] for hf in names])
+    # nn.Linear on both sides (weight (out, in)); a fused matrix of ours takes the list of theirs, row-wise
+    return {f"{ours}.{kind}": [theirs[f"{hf}.{kind}"] for hf in names]
             for ours, names in sources.items() for kind in ("weight", "bias") if f"{names[0]}.{kind}" in theirs}
