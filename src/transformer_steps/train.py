@@ -227,11 +227,28 @@ def _read(path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
+# Before 2026-11-30 the package kept W_Q, W_K, W_V and SwiGLU's gate and up as separate layers.
+SEPARATE_TO_FUSED = (((".q_proj", ".k_proj", ".v_proj"), ".qkv"), ((".gate", ".up"), ".gate_up"))
+
+
+def stack_separate_projections(state: dict) -> tuple[dict, bool]:
+    """A state dict saved with separate q/k/v (gate/up) layers in the fused layout, and whether it was one."""
+    state, changed = dict(state), False
+    for parts, fused in SEPARATE_TO_FUSED:
+        for key in [k for k in state if k.rsplit(".", 1)[0].endswith(parts[0])]:
+            layer, kind = key.rsplit(".", 1)
+            base = layer[:-len(parts[0])]
+            state[f"{base}{fused}.{kind}"] = torch.cat([state.pop(f"{base}{part}.{kind}") for part in parts])
+            changed = True
+    return state, changed
+
+
 def load_checkpoint(path=None, device="cpu"):
     """Return (model in eval mode, CharTokenizer, history) from a checkpoint (default: the shipped one)."""
     checkpoint = _read(SHIPPED_CHECKPOINT if path is None else path)
     model = TransformerLM(ModelConfig(**checkpoint["model_config"]))
-    missing, unexpected = model.load_state_dict(checkpoint["model"], strict=False)
+    state, _ = stack_separate_projections(checkpoint["model"])
+    missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or [k for k in missing if k != "lm_head.weight"]:
         raise ValueError(f"checkpoint does not match its config: missing {missing}, unexpected {unexpected}")
     return model.to(device).eval(), CharTokenizer(checkpoint["chars"]), checkpoint["history"]
@@ -247,6 +264,10 @@ def load_training_state(path) -> dict:
     checkpoint = _read(path)
     if "optimizer" not in checkpoint:
         raise ValueError(f"{path} holds no optimizer state (an inference-only checkpoint): cannot resume")
+    if stack_separate_projections(checkpoint["model"])[1]:
+        raise ValueError(f"{path} was saved with separate q/k/v and gate/up layers (before 2026-11-30): its optimizer "
+                         "state does not fit the fused layout, so it cannot resume; load_checkpoint still loads "
+                         "its weights")
     model, tokenizer, history = load_checkpoint(path)
     return {"model": model.train(), "tokenizer": tokenizer, "history": history, "step": checkpoint["step"],
             "optimizer": checkpoint["optimizer"], "generator": checkpoint["generator"],
