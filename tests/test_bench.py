@@ -16,7 +16,6 @@ def test_side_by_side_takes_turns_after_the_warm_up():
                                   "b": lambda: calls.append("b") or len(calls)}, "cpu", repeats=2, warmup=1)
     assert calls == ["a", "b"] * 3  # one warm-up round, then two timed rounds, alternating
     assert timings["a"].result == 5 and timings["b"].result == 6  # each side keeps its last result
-    assert all(t.best <= t.median and t.cpu >= 0 for t in timings.values())
 
 
 def test_cached_and_naive_decode_agree():

@@ -3,9 +3,10 @@
 (a) KV-cached vs naive greedy decoding; (b) our generate on from_hf(m) vs m.generate for the same tiny
 Llama; (c) the SDPA attention path vs the readable reference path (the op alone and a whole-model
 prefill); (d) on CUDA only: decode tokens/s and achieved memory bandwidth for a ~1B-parameter bf16 model.
-Each timing is the best (and median) wall time and the best CPU time of a few repeats after a warm-up; the two
-sides of a comparison take turns, repeat by repeat. Ratios use the best wall times (CPU-time ratios in brackets:
-steadier on a shared machine).
+Each timing is the best (and median) wall time and the best CPU time of a few repeats after a warm-up. In (b)
+and (c) the two sides take turns, repeat by repeat; (a) times the cached side, then the naive one (fewer
+repeats: it is the slow one), and (d) is one model on an unshared GPU. Ratios use the best wall times
+(CPU-time ratios in brackets: steadier on a shared machine).
 """
 
 from __future__ import annotations
