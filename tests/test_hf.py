@@ -1,8 +1,6 @@
 """from_hf against random-weight transformers models: same logits, same greedy ids, clear errors."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -141,17 +139,6 @@ def test_unsupported_settings_raise(make, match):
 def test_unsupported_models_raise(thing):
     with pytest.raises(TypeError, match="GPT2LMHeadModel or LlamaForCausalLM"):
         from_hf(thing)
-
-
-def test_package_imports_without_transformers():
-    code = ("import sys; sys.modules['transformers'] = None\n"  # any `import transformers` now fails
-            "import transformer_steps\n"
-            "try:\n    transformer_steps.from_hf(transformer_steps.TransformerLM("
-            "transformer_steps.ModelConfig(vocab_size=8, max_seq_len=4, d_model=8, n_layers=1, n_heads=2)))\n"
-            "except ImportError:\n    print('needs transformers')\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "needs transformers"
 
 
 @pytest.mark.parametrize("damage, match", [
