@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .positions import apply_rope_rolled, rope_sign
+from .precision import upcast
 
 
 def causal_mask(t_q: int, t_k: int, device=None) -> torch.Tensor:
@@ -40,7 +41,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, T_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # float32 softmax, as HF does
+    weights = torch.softmax(upcast(scores), dim=-1).to(q.dtype)  # float32 softmax, as HF does
     return weights @ v, weights
 
 

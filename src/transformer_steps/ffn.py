@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .precision import upcast
+
 
 def act(name: str):
     """The MLP non-linearity. GELU is GPT-2's tanh approximation."""
@@ -61,7 +63,7 @@ class MoE(nn.Module):
     def forward(self, x):
         shape = x.shape
         flat = x.reshape(-1, shape[-1])  # (N, C), N = B * T tokens
-        probs = torch.softmax(self.router(flat).float(), dim=-1)  # (N, E)
+        probs = torch.softmax(upcast(self.router(flat)), dim=-1)  # (N, E)
         top_p, top_i = probs.topk(self.k, dim=-1)  # (N, k)
         gates = (top_p / top_p.sum(-1, keepdim=True)).to(x.dtype)
         out = torch.zeros_like(flat)
@@ -71,7 +73,7 @@ class MoE(nn.Module):
                 out.index_add_(0, rows, expert(flat[rows]) * gates[rows, slot, None])
         self.last_expert_ids, self.last_gates = top_i.detach(), gates.detach()
         # Switch-Transformer balance loss: n_experts * sum_e (share of tokens to e) * (mean prob of e)
-        share = F.one_hot(top_i, self.n_experts).float().sum(1).mean(0) / self.k
+        share = F.one_hot(top_i, self.n_experts).to(probs.dtype).sum(1).mean(0) / self.k
         self.aux_loss = self.n_experts * (share * probs.mean(0)).sum()
         return out.view(shape)
 

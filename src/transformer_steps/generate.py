@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .model import TransformerLM
+from .precision import upcast
 
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -12,7 +13,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     """Next ids (B, 1) from last-position logits (B, V). temperature 0 = greedy (argmax)."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits.float() / temperature
+    logits = upcast(logits) / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -13,6 +13,7 @@ from .config import ModelConfig
 from .kv_cache import KVCache
 from .norms import make_norm
 from .positions import rope_cos_sin, sinusoidal_encoding
+from .precision import upcast
 
 
 class TransformerLM(nn.Module):
@@ -23,10 +24,13 @@ class TransformerLM(nn.Module):
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.max_seq_len, cfg.d_model) if cfg.pos == "learned" else None
+        # position tables in float32, or float64 for a model built under default_dtype(torch.float64)
+        table_dtype = torch.promote_types(torch.get_default_dtype(), torch.float32)
         if cfg.pos == "sinusoidal":
-            self.register_buffer("pos_table", sinusoidal_encoding(cfg.max_seq_len, cfg.d_model), persistent=False)
+            table = sinusoidal_encoding(cfg.max_seq_len, cfg.d_model, dtype=table_dtype)
+            self.register_buffer("pos_table", table, persistent=False)
         if cfg.pos == "rope":
-            cos, sin = rope_cos_sin(torch.arange(cfg.max_seq_len), cfg.head_dim, cfg.rope_base)
+            cos, sin = rope_cos_sin(torch.arange(cfg.max_seq_len), cfg.head_dim, cfg.rope_base, dtype=table_dtype)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
@@ -105,7 +109,7 @@ class TransformerLM(nn.Module):
         if lo < 0 or hi >= self.cfg.vocab_size:
             raise ValueError(f"targets must be in [0, {self.cfg.vocab_size}), got values in [{lo}, {hi}]")
         logits = self(idx)
-        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        return F.cross_entropy(upcast(logits.flatten(0, 1)), targets.flatten())
 
     def make_cache(self, batch_size: int, max_len: int | None = None, dtype=None) -> list[KVCache]:
         """One preallocated KVCache per layer, on the model's device."""

@@ -1,5 +1,5 @@
-"""LayerNorm and RMSNorm from scratch. Both compute in float32 and cast back, as HF Llama does:
-a bf16 mean of squares loses the digits the normalisation depends on."""
+"""LayerNorm and RMSNorm from scratch. Both compute in float32 (float64 for a float64 model) and cast
+back, as HF Llama does: a bf16 mean of squares loses the digits the normalisation depends on."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .precision import upcast
+
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float) -> torch.Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension (biased variance)."""
-    x32 = x.float()
+    x32 = upcast(x)
     mean = x32.mean(-1, keepdim=True)
     var = (x32 - mean).pow(2).mean(-1, keepdim=True)
     y = ((x32 - mean) * torch.rsqrt(var + eps)).to(x.dtype) * weight
@@ -19,7 +21,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """x / sqrt(mean(x^2) + eps) * weight: LayerNorm without centring or bias."""
-    x32 = x.float()
+    x32 = upcast(x)
     y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     return weight * y.to(x.dtype)
 

@@ -18,7 +18,7 @@ def seed_everything(seed: int = 0) -> torch.Generator:
 
 def fmt(x, decimals: int = 4) -> str:
     """Format a number, vector or matrix with fixed decimals (no '-0.0000', same text on every CPU)."""
-    a = np.asarray(x.detach().cpu().float() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+    a = np.asarray(x.detach().cpu().double() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
     a = np.round(a, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
     if a.ndim == 0:
         return f"{a:.{decimals}f}"

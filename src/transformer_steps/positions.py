@@ -11,29 +11,32 @@ from __future__ import annotations
 import torch
 
 
-def sinusoidal_encoding(n_pos: int, dim: int, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal_encoding(n_pos: int, dim: int, base: float = 10000.0, dtype=torch.float32) -> torch.Tensor:
     """PE[p, 2i] = sin(p / base^(2i/dim)), PE[p, 2i+1] = cos(same angle). Shape (n_pos, dim)."""
     if dim % 2:
         raise ValueError(f"dim must be even (sin/cos pairs), got {dim}")
-    pos = torch.arange(n_pos, dtype=torch.float32)[:, None]
-    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+    pos = torch.arange(n_pos, dtype=dtype)[:, None]
+    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=dtype) / dim)
     angle = pos * inv_freq  # (n_pos, dim/2)
-    pe = torch.empty(n_pos, dim)
+    pe = torch.empty(n_pos, dim, dtype=dtype)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle)
     return pe
 
 
-def rope_inv_freq(head_dim: int, base: float = 10000.0) -> torch.Tensor:
-    """theta_j = base^(-2j/head_dim), j = 0 .. head_dim/2 - 1 (computed as HF Llama does)."""
+def rope_inv_freq(head_dim: int, base: float = 10000.0, dtype=torch.float32) -> torch.Tensor:
+    """theta_j = base^(-2j/head_dim), j = 0 .. head_dim/2 - 1 (computed as HF Llama does, in float32)."""
     if head_dim % 2:
         raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
-    return 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    return 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).to(dtype) / head_dim))
 
 
-def rope_cos_sin(positions: torch.Tensor, head_dim: int, base: float = 10000.0):
-    """cos and sin of position * theta, each (T, head_dim) in the half-split layout [theta, theta]."""
-    freqs = positions.float()[:, None] * rope_inv_freq(head_dim, base).to(positions.device)[None, :]
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, base: float = 10000.0, dtype=torch.float32):
+    """cos and sin of position * theta, each (T, head_dim) in the half-split layout [theta, theta].
+
+    float32 tables are HF Llama's; a float64 model gets float64 tables (float32 sin and cos differ in the
+    last bit between CPU kernels, and a training run would amplify that)."""
+    freqs = positions.to(dtype)[:, None] * rope_inv_freq(head_dim, base, dtype).to(positions.device)[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
 

@@ -24,6 +24,7 @@ from .config import ModelConfig
 from .data import CharTokenizer, get_batch, load_char_dataset
 from .device import autocast_context, pick_device
 from .model import TransformerLM
+from .precision import default_dtype
 
 SHIPPED_CHECKPOINT = Path(__file__).with_name("checkpoints") / "shakespeare_char.pt"
 
@@ -176,18 +177,20 @@ def train(model, train_ids: torch.Tensor, val_ids: torch.Tensor, cfg: TrainConfi
 
 
 def train_char_model(model_cfg: ModelConfig | None = None, cfg: TrainConfig | None = None, *,
-                     progress: bool = False, log_every: int | None = None, eval_every: int | None = None):
+                     progress: bool = False, log_every: int | None = None, eval_every: int | None = None,
+                     dtype: torch.dtype = torch.float32):
     """A short, reproducible run on the course corpus: returns (model, tokenizer, history).
 
     The seed (cfg.seed) fixes both the initial weights (torch.manual_seed) and the batches; the
-    model's vocab_size is set from the corpus. Runs on CPU so chapters print the same numbers everywhere.
+    model's vocab_size is set from the corpus. Runs on CPU; with dtype=torch.float64 (weights created
+    and trained in float64) the losses come out the same to many digits on every CPU.
     """
     cfg = cfg or TrainConfig()
     tokenizer, train_ids, val_ids = load_char_dataset()
-    model_cfg = (model_cfg or ModelConfig(vocab_size=tokenizer.vocab_size, **DEFAULT_MODEL))
-    model_cfg = model_cfg.replace(vocab_size=tokenizer.vocab_size)
+    model_cfg = (model_cfg or ModelConfig(**DEFAULT_MODEL)).replace(vocab_size=tokenizer.vocab_size)
     torch.manual_seed(cfg.seed)
-    model = TransformerLM(model_cfg)
+    with default_dtype(dtype):
+        model = TransformerLM(model_cfg)
     history = train(model, train_ids, val_ids, cfg, progress=progress, log_every=log_every,
                     eval_every=eval_every, device="cpu")
     return model, tokenizer, history
