@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 # Tools (jupyter-book, the notebook kernel) come from the venv.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: venv book test refresh lab bench train linkcheck clean
+.PHONY: venv book test portability refresh lab bench train linkcheck clean
 
 venv: $(STAMP)
 
@@ -23,6 +23,10 @@ book: venv
 
 test: venv
 	$(PY) -m pytest
+
+# The notebooks' stored outputs on an older CPU, emulated: ATen's generic kernels, MKL's SSE4.2 code path.
+portability: venv
+	ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 $(PY) -m pytest book/
 
 # Re-execute notebooks in place (fresh kernel each): make refresh, or make refresh NB=book/01_attention_by_hand.ipynb
 refresh: venv

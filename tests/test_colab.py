@@ -1,6 +1,10 @@
 """Colab, simulated: every chapter runs top to bottom in a fresh environment that holds only what Colab
 preinstalls and the chapters need, with `google.colab` importable, from a working directory with no repository
-files; the setup cell installs the package (from this checkout, via TRANSFORMER_STEPS_SOURCE)."""
+files; the setup cell installs the package (from this checkout, via TRANSFORMER_STEPS_SOURCE).
+
+Colab's CPU is not this machine's, so the kernel runs on an older CPU, emulated: ATen's generic kernels
+instead of its AVX2/AVX-512 ones, MKL held to SSE4.2. Every output must still equal the stored one (as
+nbval compares them), so this is also the check that the book's numbers reproduce on another CPU."""
 
 from __future__ import annotations
 
@@ -15,12 +19,14 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from stored_outputs import differences
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 # Preinstalled on Colab and used by the chapters; pinned to this environment's versions so pip reuses them.
 COLAB_PACKAGES = [f"{name}=={version(name)}" for name in ("torch", "numpy", "matplotlib", "ipykernel",
                                                            "transformers")]
+OLDER_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +48,7 @@ def colab_kernel(tmp_path_factory):
         "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Colab (simulated)", "language": "python",
         "env": {"PYTHONPATH": str(base / "stub"), "TRANSFORMER_STEPS_SOURCE": str(ROOT),
-                "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+                "PIP_DISABLE_PIP_VERSION_CHECK": "1", **OLDER_CPU},
     }))
     workdir = base / "content"  # Colab's /content: nothing from the repository is here
     workdir.mkdir()
@@ -64,13 +70,17 @@ def test_colab_environment_lacks_the_package_and_the_book_tools(colab_kernel):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_chapter_runs_in_colab(colab_kernel, path):
+def test_chapter_runs_in_colab_and_reproduces_its_outputs(colab_kernel, path):
     python, workdir = colab_kernel
+    stored = nbformat.read(path, as_version=4)
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     NotebookClient(nb, kernel_name="colab-sim", timeout=600,
                    resources={"metadata": {"path": str(workdir)}}).execute()
     print(f"{path.name}: {time.perf_counter() - start:.1f} s in simulated Colab")
+    diffs = differences(stored, nb)
+    assert not diffs, (f"{path.name} on an older CPU (generic kernels) prints other outputs than the stored ones:\n"
+                       + "\n".join(diffs))
     installed = subprocess.run([str(python), "-c", "import transformer_steps, sys; print(transformer_steps.__file__)"],
                                capture_output=True, text=True, check=True).stdout
     assert str(ROOT / "src") not in installed, "the package must come from the setup cell's pip install"
