@@ -36,7 +36,7 @@ lab: venv
 	$(VENV)/bin/jupyter lab book
 
 bench: venv
-	$(PY) -m transformer_steps.bench
+	$(PY) -m transformer_steps.course.bench
 
 train: venv
 	$(PY) -m transformer_steps.train

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_steps import CausalSelfAttention, KVCache, ModelConfig, attention, causal_mask
+from transformer_steps.fastpath import signed_sin
 from transformer_steps.positions import apply_rope, rope_cos_sin
 
 torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
@@ -191,7 +192,7 @@ def test_decode_step_weights_cover_every_cached_key():
 @pytest.mark.parametrize("n_kv_heads", [None, 2, 1])
 @pytest.mark.parametrize("impl", ["sdpa", "reference"])
 def test_module_rope_equals_apply_rope_on_q_and_k(n_kv_heads, impl):
-    # the module rotates q and k together with apply_rope_rolled; the readable apply_rope is the reference
+    # "sdpa" rotates q and k together (fastpath.rope_q_and_k), "reference" with apply_rope: both equal this
     _, module = make_attn(impl, n_kv_heads)
     x = randn(2, 5, 24, seed=11)
     cos, sin = rope_cos_sin(torch.arange(3, 8), module.head_dim)
@@ -205,7 +206,7 @@ def test_module_rope_equals_apply_rope_on_q_and_k(n_kv_heads, impl):
         k, v = k.repeat_interleave(nh // nkv, dim=1), v.repeat_interleave(nh // nkv, dim=1)
         heads = attention(q, k, v, causal_mask(T, T))[0]
         want = module.o_proj(heads.transpose(1, 2).reshape(B, T, nh * hs))
-        torch.testing.assert_close(module(x, rope=(cos, sin)), want)
+        torch.testing.assert_close(module(x, rope=(cos, sin, signed_sin(sin))), want)
 
 
 def test_rope_under_bf16_autocast_keeps_q_and_k_in_bf16(monkeypatch):
@@ -218,6 +219,7 @@ def test_rope_under_bf16_autocast_keeps_q_and_k_in_bf16(monkeypatch):
                         lambda q, k, v, **kw: seen.append((q.dtype, k.dtype, v.dtype)) or sdpa(q, k, v, **kw))
     x = randn(1, 5, 24, seed=3)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        module(x, rope=rope_cos_sin(torch.arange(5), module.head_dim))
+        cos, sin = rope_cos_sin(torch.arange(5), module.head_dim)
+        module(x, rope=(cos, sin, signed_sin(sin)))
     assert seen == [(torch.bfloat16,) * 3]
 

@@ -5,7 +5,8 @@ import os
 import pytest
 import torch
 
-from transformer_steps import ModelConfig, TransformerLM, bench
+from transformer_steps import ModelConfig, TransformerLM
+from transformer_steps.course import bench
 
 TINY = ModelConfig(vocab_size=64, max_seq_len=64, d_model=32, n_layers=2, n_heads=2)
 

@@ -1,10 +1,9 @@
-"""The shipped corpus, the character tokenizer and batching."""
+"""The shipped corpus, its split and batching."""
 
 import pytest
 import torch
 
 from transformer_steps.data import (
-    CharTokenizer,
     get_batch,
     load_char_dataset,
     load_corpus,
@@ -19,28 +18,6 @@ def test_corpus_is_clean_play_text():
     for markup in "*_#[]\\":
         assert markup not in text, f"markdown left in the corpus: {markup!r}"
     assert "\nHAMLET:\n" in text and "\nJULIET:\n" in text
-
-
-def test_char_tokenizer_round_trip_and_order():
-    tok = CharTokenizer.from_text("hello world")
-    assert tok.chars == [" ", "d", "e", "h", "l", "o", "r", "w"]
-    assert tok.vocab_size == 8
-    ids = tok.encode("hold or low")
-    assert ids == [3, 5, 4, 1, 0, 5, 6, 0, 4, 5, 7]
-    assert tok.decode(ids) == "hold or low"
-    assert tok.decode(torch.tensor(ids)) == "hold or low"
-
-
-def test_char_tokenizer_errors_name_the_problem():
-    tok = CharTokenizer.from_text("abc")
-    with pytest.raises(ValueError, match=r"\['X', 'z'\]"):
-        tok.encode("abzX")
-    with pytest.raises(ValueError, match="out of range"):
-        tok.decode([0, 3])
-    with pytest.raises(ValueError, match="single character"):
-        CharTokenizer(["a", "bc"])
-    with pytest.raises(ValueError, match="repeated"):
-        CharTokenizer(["a", "a"])
 
 
 def test_train_val_split():

@@ -81,7 +81,7 @@ def test_bf16_attention_paths_agree_on_cuda(n_kv_heads):
     ref = CausalSelfAttention(model.cfg.replace(attn_impl="reference")).to(DEVICE, torch.bfloat16)
     ref.load_state_dict(fast.state_dict())
     x = torch.randn(2, 48, 64, generator=torch.Generator().manual_seed(3)).to(DEVICE, torch.bfloat16)
-    rope = (model.rope_cos[:48], model.rope_sin[:48])
+    rope = (model.rope_cos[:48], model.rope_sin[:48], model.rope_sin_signed[:48])
     with torch.no_grad():
         got, want = fast(x, rope=rope), ref(x, rope=rope)
     assert got.dtype == torch.bfloat16

@@ -1,5 +1,6 @@
 """from_hf against random-weight transformers models: same logits, same greedy ids, clear errors."""
 
+import copy
 import os
 
 import pytest
@@ -9,6 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 
 from transformer_steps import TransformerLM, from_hf, generate
+from transformer_steps.positions import rope_cos_sin
 
 NO_SPECIAL_TOKENS = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}  # never stop early
 
@@ -103,14 +105,18 @@ def test_llama_with_biases():
         torch.testing.assert_close(model(idx), hf_model(idx).logits, atol=1e-4, rtol=0)
 
 
-def test_keeps_dtype_and_rope_tables_float32():
+def test_keeps_dtype_and_bf16_rope_tables_give_the_bits_of_float32_ones():
     hf_model = tiny_llama().to(torch.bfloat16)
     model = from_hf(hf_model)
     assert model.tok_emb.weight.dtype == torch.bfloat16 and model.blocks[0].attn.qkv.weight.dtype == torch.bfloat16
-    assert model.rope_cos.dtype == torch.float32
+    assert model.rope_cos.dtype == torch.bfloat16
     idx = torch.arange(10)[None]
-    with torch.no_grad():  # float32 tables, bf16 activations: RoPE runs in bf16, as in HF
+    float32_tables = copy.deepcopy(model)  # HF keeps its tables in float32 and casts them at every call
+    float32_tables.rope_cos, float32_tables.rope_sin = rope_cos_sin(torch.arange(model.cfg.max_seq_len),
+                                                                    model.cfg.head_dim, model.cfg.rope_base)
+    with torch.no_grad():  # RoPE runs in bf16 either way, as in HF
         ours, theirs = model(idx), hf_model(idx).logits
+        assert torch.equal(ours, float32_tables(idx))
     assert ours.dtype == torch.bfloat16
     torch.testing.assert_close(ours.float(), theirs.float(), atol=0.05 * theirs.abs().max().item(), rtol=0)
     assert generate(model, idx, 4, temperature=0.0).shape == (1, 14)  # the cached decode path in bf16 too

@@ -122,7 +122,7 @@ def test_model_by_hand(pos):
         t = torch.arange(7)[:, None].float()
         angle = t / 10000 ** (torch.arange(0, D, 2) / D)
         h = h + torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2)
-    rope = (model.rope_cos[:7], model.rope_sin[:7]) if pos == "rope" else None
+    rope = (model.rope_cos[:7], model.rope_sin[:7], model.rope_sin_signed[:7]) if pos == "rope" else None
     for block in model.blocks:
         h = block(h, rope=rope)
     want = model.norm_f(h) @ model.lm_head.weight.T
@@ -240,9 +240,9 @@ def test_bad_token_ids(bad, error, message):
 def test_bad_start_pos_and_cache_and_config():
     model = make()
     x = ids(T=3)
-    with pytest.raises(ValueError, match="start_pos must be an int >= 0, got -1"):
+    with pytest.raises(ValueError, match="start_pos must be >= 0, got -1"):
         model(x, start_pos=-1)
-    with pytest.raises(ValueError, match="start_pos must be an int >= 0, got 1.0"):
+    with pytest.raises(TypeError, match="start_pos must be an int, got float 1.0"):
         model(x, start_pos=1.0)
     with pytest.raises(ValueError, match="positions up to 13 but max_seq_len is 12"):
         model(x, start_pos=10)
@@ -258,5 +258,5 @@ def test_loss_rejects_targets_outside_the_vocabulary():
     idx = torch.zeros(1, 4, dtype=torch.long)
     with pytest.raises(ValueError, match=r"targets must be in \[0, 13\), got values in \[0, 13\]"):
         model.loss(idx, torch.tensor([[0, 1, 2, 13]]))
-    with pytest.raises(TypeError, match="targets must be integer"):
+    with pytest.raises(TypeError, match="targets must be an integer tensor of token ids, got torch.float32"):
         model.loss(idx, torch.zeros(1, 4))

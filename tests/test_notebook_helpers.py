@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from transformer_steps import pick_device
+from transformer_steps.course.notebook import check, fmt, seed_everything, show
 from transformer_steps.device import autocast_context
-from transformer_steps.notebook import check, fmt, seed_everything, show
 
 
 def test_seed_everything_seeds_every_library_and_returns_a_cpu_generator():
@@ -83,7 +83,7 @@ def test_pick_device_and_autocast_follow_the_hardware():
 
 
 def test_as_text_writes_a_flat_list_with_fixed_decimals():
-    from transformer_steps.notebook import as_text
+    from transformer_steps.course.notebook import as_text
 
     assert as_text(torch.tensor([[1.23456, -0.00001], [2.0, -3.5]]), 2) == "[1.23, 0.00, 2.00, -3.50]"
     assert as_text([1, 2], 0) == "[1, 2]"
@@ -92,7 +92,7 @@ def test_as_text_writes_a_flat_list_with_fixed_decimals():
 def test_glue_rounds_floats_and_one_element_tensors(monkeypatch):
     import myst_nb
 
-    from transformer_steps import notebook
+    from transformer_steps.course import notebook
 
     stored = {}
     monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: stored.__setitem__(name, value))

@@ -4,7 +4,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from transformer_steps.plot import pipeline_panels
+from transformer_steps.course.plot import pipeline_panels
 
 STAGES = [("X", "X", torch.arange(6.0).view(3, 2)), ("FFN", "hidden", torch.ones(3, 3)),
           ("LN", "out", -torch.arange(6.0).view(3, 2))]

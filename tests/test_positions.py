@@ -7,14 +7,13 @@ import os
 import pytest
 import torch
 
+from transformer_steps.fastpath import apply_rope_rolled, rope_sign, signed_sin
 from transformer_steps.positions import (
     apply_rope,
     apply_rope_interleaved,
-    apply_rope_rolled,
     interleaved_to_half_split,
     rope_cos_sin,
     rope_inv_freq,
-    rope_sign,
     rotate_half,
     sinusoidal_encoding,
 )
@@ -150,5 +149,5 @@ def test_rolled_rope_equals_apply_rope_bit_for_bit(dtype):
     cos, sin = rope_cos_sin(torch.arange(5, 12), 16)
     x = randn(2, 3, 7, 16, seed=4).to(dtype)
     assert torch.equal(x.roll(8, -1) * rope_sign(16).to(dtype), rotate_half(x))
-    got = apply_rope_rolled(x, cos.to(dtype), (sin * rope_sign(16)).to(dtype))
+    got = apply_rope_rolled(x, cos.to(dtype), signed_sin(sin).to(dtype))
     assert torch.equal(got, apply_rope(x, cos, sin))

@@ -49,7 +49,7 @@ def test_a_model_built_under_float64_has_float64_parameters_tables_and_loss(pos)
     with default_dtype(torch.float64):
         model = TransformerLM(cfg)
     assert {p.dtype for p in model.parameters()} == {torch.float64}
-    assert {b.dtype for b in model.buffers() if b.is_floating_point()} == {torch.float64}
+    assert {b.dtype for b in model.buffers() if b.is_floating_point()} <= {torch.float64}  # tables, if any
     idx = torch.randint(32, (2, 16), generator=torch.Generator().manual_seed(0))
     assert model(idx).dtype == torch.float64
     assert model.loss(idx[:, :-1], idx[:, 1:]).dtype == torch.float64

@@ -6,8 +6,7 @@ from matplotlib.figure import Figure
 from torch.utils.flop_counter import FlopCounterMode
 
 from transformer_steps import ModelConfig, TransformerLM
-from transformer_steps.generate import decode_one_token, prefill
-from transformer_steps.roofline import (
+from transformer_steps.course.roofline import (
     EPYC_9654,
     H100_SXM,
     Cost,
@@ -18,6 +17,7 @@ from transformer_steps.roofline import (
     prefill_cost,
     roofline_plot,
 )
+from transformer_steps.generate import decode_one_token, prefill
 
 SMALL = ModelConfig(vocab_size=50, max_seq_len=32, d_model=32, n_layers=2, n_heads=4)
 VARIANTS = {

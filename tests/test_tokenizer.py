@@ -1,10 +1,12 @@
-"""GPT-2 BPE written in the package vs tiktoken built from the same two files."""
+"""The character tokenizer, and GPT-2 BPE written in the package vs tiktoken built from the same two files."""
 
 import pytest
+import torch
 
 from transformer_steps.tokenizer import (
     GPT2_PATTERN,
     BPETokenizer,
+    CharTokenizer,
     bytes_to_unicode,
     gpt2_files,
     load_gpt2_tokenizer,
@@ -91,3 +93,25 @@ def test_errors(tok):
         tok.decode([50257])
     with pytest.raises(ValueError, match="both"):
         load_gpt2_tokenizer(encoder_json="encoder.json")
+
+
+def test_char_tokenizer_round_trip_and_order():
+    tok = CharTokenizer.from_text("hello world")
+    assert tok.chars == [" ", "d", "e", "h", "l", "o", "r", "w"]
+    assert tok.vocab_size == 8
+    ids = tok.encode("hold or low")
+    assert ids == [3, 5, 4, 1, 0, 5, 6, 0, 4, 5, 7]
+    assert tok.decode(ids) == "hold or low"
+    assert tok.decode(torch.tensor(ids)) == "hold or low"
+
+
+def test_char_tokenizer_errors_name_the_problem():
+    tok = CharTokenizer.from_text("abc")
+    with pytest.raises(ValueError, match=r"\['X', 'z'\]"):
+        tok.encode("abzX")
+    with pytest.raises(ValueError, match="out of range"):
+        tok.decode([0, 3])
+    with pytest.raises(ValueError, match="single character"):
+        CharTokenizer(["a", "bc"])
+    with pytest.raises(ValueError, match="repeated"):
+        CharTokenizer(["a", "a"])

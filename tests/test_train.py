@@ -50,8 +50,14 @@ def test_lr_warmup_then_cosine():
 def test_bad_config_is_rejected(char_data):
     with pytest.raises(ValueError, match="steps"):
         TrainConfig(steps=0)
-    with pytest.raises(ValueError, match="warmup_steps"):
+    with pytest.raises(ValueError, match=r"warmup_steps must be in \[0, 9\], got 10"):
         TrainConfig(steps=10, warmup_steps=10)
+    with pytest.raises(TypeError, match="steps must be an int, got float 2.0"):
+        TrainConfig(steps=2.0)
+    with pytest.raises(ValueError, match=r"min_lr must be in \(0, 0.001\], got 0.01"):
+        TrainConfig(lr=1e-3, min_lr=1e-2)
+    with pytest.raises(TypeError, match="lr must be a number, got str"):
+        TrainConfig(lr="3e-3")
     tok, train_ids, val_ids = char_data
     with pytest.raises(ValueError, match="max_seq_len"):
         train(tiny_model(tok.vocab_size), train_ids, val_ids, TrainConfig(block_size=64), progress=False)

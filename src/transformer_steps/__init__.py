@@ -7,12 +7,11 @@ from .device import autocast_context, pick_device
 from .generate import decode_one_token, generate, prefill, sample_next
 from .kv_cache import KVCache
 from .model import TransformerLM
-from .notebook import check, seed_everything, show
 
 __all__ = [
     "PRESETS", "Block", "CausalSelfAttention", "KVCache", "ModelConfig", "TransformerLM", "attention",
-    "autocast_context", "causal_mask", "check", "decode_one_token", "from_hf", "generate", "pick_device",
-    "prefill", "sample_next", "seed_everything", "show",
+    "autocast_context", "causal_mask", "decode_one_token", "from_hf", "generate", "pick_device", "prefill",
+    "sample_next",
 ]
 
 

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .positions import apply_rope_rolled, rope_sign
+from . import fastpath
+from .positions import apply_rope
 from .precision import upcast
 
 
@@ -57,19 +58,20 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d, (self.n_heads + 2 * self.n_kv_heads) * self.head_dim, bias=cfg.bias)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
-        self.register_buffer("rope_sign", rope_sign(self.head_dim), persistent=False)  # for apply_rope_rolled
 
     def forward(self, x, *, start_pos: int = 0, cache=None, rope=None, need_weights: bool = False):
+        """x (B, T, C) at positions start_pos .. start_pos + T - 1; rope = (cos, sin, signed_sin) tables (T, hs)."""
         B, T, _ = x.shape
         nh, nkv = self.n_heads, self.n_kv_heads
         qkv = self.qkv(x).view(B, T, nh + 2 * nkv, self.head_dim).transpose(1, 2)  # (B, nh + 2 nkv, T, hs)
-        qk, v = qkv.split((nh + nkv, nkv), dim=1)  # v: (B, nkv, T, hs)
-        if rope is not None:  # == apply_rope on q and on k, in one rotation of both (fewer ops per decode step)
-            cos, sin = rope[0], rope[1] * self.rope_sign  # (T, hs) each, float32 tables as in HF
-            if cos.dtype != qk.dtype:  # rotate in the projections' dtype (bf16 under autocast); cast only if needed
-                cos, sin = cos.to(qk.dtype), sin.to(qk.dtype)
-            qk = apply_rope_rolled(qk, cos, sin)
-        q, k = qk.split((nh, nkv), dim=1)  # (B, nh, T, hs), (B, nkv, T, hs)
+        if rope is None:
+            q, k, v = qkv.split((nh, nkv, nkv), dim=1)  # (B, nh, T, hs), (B, nkv, T, hs), (B, nkv, T, hs)
+        elif self.impl == "reference":  # the formula: x * cos + rotate_half(x) * sin, on q and on k
+            q, k, v = qkv.split((nh, nkv, nkv), dim=1)
+            q, k = apply_rope(q, rope[0], rope[1]), apply_rope(k, rope[0], rope[1])
+        else:  # the same numbers, both rotated at once
+            qk, v = qkv.split((nh + nkv, nkv), dim=1)
+            q, k = fastpath.rope_q_and_k(qk, rope[0], rope[2]).split((nh, nkv), dim=1)
         if cache is not None:
             k, v = cache.update(start_pos, k, v)  # (B, nkv, start_pos + T, hs)
         t_k = k.shape[2]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .validate import check_choice, check_int, check_number
+
 NORMS = ("layernorm", "rmsnorm")
 NORM_POSITIONS = ("pre", "post")
 FFNS = ("gelu", "relu", "swiglu", "moe")
@@ -26,6 +28,7 @@ class ModelConfig:
     ffn: str = "gelu"  # GELU is GPT-2's tanh approximation, so HF GPT-2 weights match exactly
     n_experts: int = 8  # used by ffn="moe"
     experts_per_token: int = 2
+    moe_aux_weight: float = 0.01  # weight of the load-balancing loss in model.loss (Switch Transformer's 0.01)
     pos: str = "learned"
     rope_base: float = 10000.0
     tie_embeddings: bool = True  # lm_head.weight is tok_emb.weight: V*d parameters saved
@@ -33,20 +36,20 @@ class ModelConfig:
     norm_eps: float = 1e-5
     dropout: float = 0.0
     attn_impl: str = "sdpa"  # "reference" = the readable softmax(QK^T/sqrt(d))V path, returns weights
-    causal: bool = True  # False = every token sees every token (encoder-style; the seed's worked example)
+    causal: bool = True  # False = every token sees every token (encoder-style, as chapter 1's first example)
 
     def __post_init__(self):
         for name in ("vocab_size", "max_seq_len", "d_model", "n_layers", "n_heads", "n_experts",
                      "experts_per_token"):
-            _check_positive_int(name, getattr(self, name))
+            check_int(name, getattr(self, name), 1)
         for name in ("n_kv_heads", "d_ff"):
             if getattr(self, name) is not None:
-                _check_positive_int(name, getattr(self, name))
-        _check_choice("norm", self.norm, NORMS)
-        _check_choice("norm_position", self.norm_position, NORM_POSITIONS)
-        _check_choice("ffn", self.ffn, FFNS)
-        _check_choice("pos", self.pos, POSITIONS)
-        _check_choice("attn_impl", self.attn_impl, ATTN_IMPLS)
+                check_int(name, getattr(self, name), 1)
+        check_choice("norm", self.norm, NORMS)
+        check_choice("norm_position", self.norm_position, NORM_POSITIONS)
+        check_choice("ffn", self.ffn, FFNS)
+        check_choice("pos", self.pos, POSITIONS)
+        check_choice("attn_impl", self.attn_impl, ATTN_IMPLS)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.n_heads % self.kv_heads:
@@ -59,12 +62,13 @@ class ModelConfig:
         if self.ffn == "moe" and self.experts_per_token > self.n_experts:
             raise ValueError(f"experts_per_token ({self.experts_per_token}) must be in [1, n_experts="
                              f"{self.n_experts}]")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not self.norm_eps > 0:
-            raise ValueError(f"norm_eps must be > 0, got {self.norm_eps}")
-        if not self.rope_base > 1:
-            raise ValueError(f"rope_base must be > 1, got {self.rope_base}")
+        check_number("dropout", self.dropout, 0.0, 1.0, max_open=True)
+        check_number("norm_eps", self.norm_eps, 0.0, min_open=True)
+        check_number("rope_base", self.rope_base, 1.0, min_open=True)
+        check_number("moe_aux_weight", self.moe_aux_weight, 0.0)
+        for name in ("tie_embeddings", "bias", "causal"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
 
     @property
     def head_dim(self) -> int:
@@ -106,14 +110,3 @@ PRESETS: dict[str, dict] = {
                   "norm": "rmsnorm", "ffn": "swiglu", "pos": "rope", "bias": False},
 }
 
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-
-
-def _check_choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")

@@ -1,4 +1,4 @@
-"""The course corpus and a character-level tokenizer, with the batching used for training.
+"""The course corpus, its character-level split into ids, and the batching used for training.
 
 The corpus (nine Shakespeare plays, about 1.1 MB) ships inside the package; see data/README.md.
 """
@@ -10,59 +10,14 @@ from pathlib import Path
 
 import torch
 
+from .tokenizer import CharTokenizer
+
 CORPUS_PATH = Path(__file__).with_name("data") / "shakespeare.txt"
 
 
 def load_corpus() -> str:
     """Return the whole Shakespeare corpus as one string."""
     return CORPUS_PATH.read_text(encoding="utf-8")
-
-
-class CharTokenizer:
-    """One token per character; ids follow the sorted order of the characters."""
-
-    def __init__(self, chars: Sequence[str]):
-        chars = list(chars)
-        if not chars:
-            raise ValueError("CharTokenizer needs at least one character")
-        bad = [c for c in chars if not isinstance(c, str) or len(c) != 1]
-        if bad:
-            raise ValueError(f"every vocabulary entry must be a single character, got {bad[:5]!r}")
-        if len(set(chars)) != len(chars):
-            raise ValueError("the vocabulary contains repeated characters")
-        self.chars = chars
-        self.stoi = {c: i for i, c in enumerate(chars)}
-
-    @classmethod
-    def from_text(cls, text: str) -> CharTokenizer:
-        return cls(sorted(set(text)))
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.chars)
-
-    def encode(self, text: str) -> list[int]:
-        try:
-            return [self.stoi[c] for c in text]
-        except KeyError:
-            unknown = sorted({c for c in text if c not in self.stoi})
-            raise ValueError(
-                f"characters not in the vocabulary: {unknown!r} (the vocabulary has {self.vocab_size} "
-                f"characters: {''.join(self.chars)!r})"
-            ) from None
-
-    def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
-        if isinstance(ids, torch.Tensor):
-            if ids.dim() > 1:
-                raise ValueError(f"decode takes a 1-D sequence of ids, got shape {tuple(ids.shape)}")
-            ids = ids.tolist()
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"ids out of range [0, {self.vocab_size - 1}]: {bad[:5]}")
-        return "".join(self.chars[i] for i in ids)
-
-    def __repr__(self) -> str:
-        return f"CharTokenizer(vocab_size={self.vocab_size})"
 
 
 def train_val_split(ids: Sequence[int] | torch.Tensor, val_fraction: float = 0.1):

@@ -72,10 +72,15 @@ class MoE(nn.Module):
             if rows.numel():
                 out.index_add_(0, rows, expert(flat[rows]) * gates[rows, slot, None])
         self.last_expert_ids, self.last_gates = top_i.detach(), gates.detach()
-        # Switch-Transformer balance loss: n_experts * sum_e (share of tokens to e) * (mean prob of e)
-        share = F.one_hot(top_i, self.n_experts).to(probs.dtype).sum(1).mean(0) / self.k
-        self.aux_loss = self.n_experts * (share * probs.mean(0)).sum()
+        # Switch-Transformer balance loss, n_experts * sum_e (share of tokens to e) * (mean prob of e), which
+        # model.loss adds: in training only (a decode step does not need it)
+        self.aux_loss = self.balance_loss(probs, top_i) if self.training else None
         return out.view(shape)
+
+    def balance_loss(self, probs: torch.Tensor, top_i: torch.Tensor) -> torch.Tensor:
+        """1 when tokens and router probability spread evenly over the experts, up to n_experts when one takes all."""
+        share = F.one_hot(top_i, self.n_experts).to(probs.dtype).sum(1).mean(0) / self.k
+        return self.n_experts * (share * probs.mean(0)).sum()
 
     def expert_load(self) -> torch.Tensor:
         """Tokens each expert processed in the last forward pass, shape (n_experts,)."""

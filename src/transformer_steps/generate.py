@@ -6,6 +6,7 @@ import torch
 
 from .model import TransformerLM
 from .precision import upcast
+from .validate import check_int, check_number
 
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -30,25 +31,21 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
 
 def prefill(model: TransformerLM, idx: torch.Tensor, cache) -> torch.Tensor:
     """Run the whole prompt once, filling the cache; logits of the last position (B, V)."""
-    return model._logits(idx, 0, cache, last_only=True)[:, -1]
+    return model(idx, cache=cache, last_only=True)[:, -1]
 
 
 def decode_one_token(model: TransformerLM, token: torch.Tensor, pos: int, cache) -> torch.Tensor:
     """One step: token (B, 1) at position pos attends to the cache; logits (B, V)."""
-    return model._logits(token, pos, cache)[:, -1]
+    return model(token, start_pos=pos, cache=cache)[:, -1]
 
 
-def _check_sampling(max_new_tokens, temperature, top_k, top_p):
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-    if not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be an int >= 1 or None, got {top_k!r}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1] or None, got {top_p}")
+def check_sampling(max_new_tokens, temperature, top_k, top_p):
+    check_int("max_new_tokens", max_new_tokens, 0)
+    check_number("temperature (0 = greedy)", temperature, 0.0)
+    if top_k is not None:
+        check_int("top_k", top_k, 1)
+    if top_p is not None:
+        check_number("top_p", top_p, 0.0, 1.0, min_open=True)
 
 
 def generate(model: TransformerLM, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
@@ -64,8 +61,8 @@ def generate(model: TransformerLM, idx: torch.Tensor, max_new_tokens: int, *, te
     >>> generate(model, torch.tensor([[1, 2, 3]]), 5, temperature=0.0).shape
     torch.Size([1, 8])
     """
-    _check_sampling(max_new_tokens, temperature, top_k, top_p)
-    model.check_ids(idx)
+    check_sampling(max_new_tokens, temperature, top_k, top_p)
+    model.check_ids(idx, values=max_new_tokens == 0)  # otherwise the first forward checks the values
     if not model.cfg.causal:
         raise ValueError("generate needs a causal model (cfg.causal=True): a bidirectional one sees the future")
     B, T = idx.shape
@@ -79,7 +76,7 @@ def generate(model: TransformerLM, idx: torch.Tensor, max_new_tokens: int, *, te
             logits = prefill(model, idx, cache)
         for i in range(max_new_tokens):
             if not use_cache:
-                logits = model._logits(torch.cat([idx, *new], dim=1), 0, None, last_only=True)[:, -1]
+                logits = model(torch.cat([idx, *new], dim=1), last_only=True)[:, -1]
             elif i:
                 logits = decode_one_token(model, new[-1], T + i - 1, cache)
             step_logits.append(logits)

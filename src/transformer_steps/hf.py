@@ -54,10 +54,8 @@ def from_hf(hf_model) -> TransformerLM:
                 row += part.shape[0]
             if row != dest.shape[0]:
                 raise ValueError(f"{name}: the parts fill {row} of {dest.shape[0]} rows")
-    model.to(ref.device)
-    for p in model.parameters():  # parameters only: RoPE tables stay float32, as in HF
-        p.data = p.data.to(ref.dtype)
-    return model.eval()
+    # the position tables follow the dtype too: attention would cast them to it anyway (the same bits)
+    return model.to(device=ref.device, dtype=ref.dtype).eval()
 
 
 def _gpt2_config(c) -> ModelConfig:

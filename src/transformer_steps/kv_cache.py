@@ -4,6 +4,25 @@ from __future__ import annotations
 
 import torch
 
+from .validate import check_choice, check_int
+
+BYTES_PER_ELEMENT = (1, 2, 4, 8)  # int8, bf16/fp16, fp32, fp64
+
+
+def kv_bytes(n_layers: int, batch_size: int, kv_heads: int, seq_len: int, head_dim: int,
+             bytes_per_element: int) -> int:
+    """Bytes of the keys and values of seq_len positions: 2 (K and V) · layers · batch · kv_heads · seq_len ·
+    head_dim · bytes. The one formula the package uses (KVCache.nbytes, the roofline, the benchmark)."""
+    return 2 * n_layers * batch_size * kv_heads * seq_len * head_dim * bytes_per_element
+
+
+def kv_cache_bytes(cfg, seq_len: int, *, bytes_per_element: int = 2, batch_size: int = 1) -> int:
+    """KV-cache bytes of a model with config cfg holding seq_len positions per sequence."""
+    check_int("seq_len", seq_len, 0)
+    check_int("batch_size", batch_size, 1)
+    check_choice("bytes_per_element", bytes_per_element, BYTES_PER_ELEMENT)
+    return kv_bytes(cfg.n_layers, batch_size, cfg.kv_heads, seq_len, cfg.head_dim, bytes_per_element)
+
 
 class KVCache:
     """Keys and values of every position seen so far, written in place at explicit positions.
@@ -24,7 +43,8 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        return self.k.numel() * self.k.element_size() * 2
+        B, nkv, max_len, hs = self.k.shape
+        return kv_bytes(1, B, nkv, max_len, hs, self.k.element_size())
 
     def update(self, start_pos: int, k: torch.Tensor, v: torch.Tensor):
         """Write k, v (B, nkv, T, hs) at positions [start_pos, start_pos + T); return keys/values [0, end)."""

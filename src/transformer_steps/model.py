@@ -10,10 +10,19 @@ from torch import nn
 
 from .block import Block
 from .config import ModelConfig
+from .fastpath import signed_sin
 from .kv_cache import KVCache
 from .norms import make_norm
 from .positions import rope_cos_sin, sinusoidal_encoding
 from .precision import upcast
+from .validate import check_int
+
+
+def check_id_range(name: str, ids: torch.Tensor, vocab_size: int) -> None:
+    """Every id in [0, vocab_size): one device-to-host copy (min and max together)."""
+    lo, hi = torch.stack(torch.aminmax(ids)).tolist()
+    if lo < 0 or hi >= vocab_size:
+        raise ValueError(f"{name} must be in [0, {vocab_size}), got values in [{lo}, {hi}]")
 
 
 class TransformerLM(nn.Module):
@@ -33,6 +42,8 @@ class TransformerLM(nn.Module):
             cos, sin = rope_cos_sin(torch.arange(cfg.max_seq_len), cfg.head_dim, cfg.rope_base, dtype=table_dtype)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
+            # sin with rotate_half's sign folded in, once per model, for fastpath.rope_q_and_k
+            self.register_buffer("rope_sin_signed", signed_sin(sin), persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         # Post-LN blocks already end in a norm; Pre-LN leaves the residual stream un-normalised.
@@ -54,14 +65,39 @@ class TransformerLM(nn.Module):
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
-    def forward(self, idx: torch.Tensor, *, start_pos: int = 0, cache: list[KVCache] | None = None):
-        """Logits (B, T, vocab_size) for token ids idx (B, T) placed at positions start_pos .. start_pos+T-1."""
-        self.check_ids(idx, start_pos)
+    def forward(self, idx: torch.Tensor, *, start_pos: int = 0, cache: list[KVCache] | None = None,
+                last_only: bool = False) -> torch.Tensor:
+        """Logits (B, T, vocab_size) for token ids idx (B, T) at positions start_pos .. start_pos + T - 1.
+
+        cache: one KVCache per layer; each layer's keys and values for these positions are written into it, and
+        the queries attend to everything it holds. last_only: logits of the last position only, (B, 1, V).
+        The ids' values are checked when a sequence starts (start_pos 0); later positions hold ids the model
+        produced itself, and checking them would cost a device-to-host copy per decoded token on a GPU.
+        """
+        self.check_ids(idx, start_pos, values=start_pos == 0)
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(f"cache must hold one KVCache per layer ({len(self.blocks)}), got {len(cache)}")
-        return self._logits(idx, start_pos, cache)
+        T = idx.shape[1]
+        x = self.tok_emb(idx)  # (B, T, C)
+        rope = None
+        if self.pos_emb is not None:
+            x = x + self.pos_emb.weight[start_pos:start_pos + T]
+        elif self.cfg.pos == "sinusoidal":
+            x = x + self.pos_table[start_pos:start_pos + T].to(x.dtype)
+        elif self.cfg.pos == "rope":
+            positions = slice(start_pos, start_pos + T)
+            rope = (self.rope_cos[positions], self.rope_sin[positions], self.rope_sin_signed[positions])
+        if self.training:  # dropout is the identity in eval: skip the call (a decode step is op-bound)
+            x = self.dropout(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, start_pos=start_pos, cache=None if cache is None else cache[i], rope=rope)
+        x = self.norm_f(x)
+        if last_only:
+            x = x[:, -1:]
+        return self.lm_head(x)  # (B, T, V), or (B, 1, V)
 
-    def check_ids(self, idx, start_pos: int = 0):
+    def check_ids(self, idx, start_pos: int = 0, *, values: bool = True):
+        """Type, shape and length of idx; with values=True also that every id is in [0, vocab_size)."""
         cfg = self.cfg
         if not isinstance(idx, torch.Tensor):
             raise TypeError(f"token ids must be a torch.Tensor, got {type(idx).__name__}")
@@ -71,45 +107,27 @@ class TransformerLM(nn.Module):
             raise ValueError(f"token ids must have shape (batch, time), got {idx.dim()} dims {tuple(idx.shape)}")
         if idx.numel() == 0:
             raise ValueError(f"token ids are empty {tuple(idx.shape)}: need at least one sequence of at least one token")
-        if isinstance(start_pos, bool) or not isinstance(start_pos, int) or start_pos < 0:
-            raise ValueError(f"start_pos must be an int >= 0, got {start_pos!r}")
+        check_int("start_pos", start_pos, 0)
         if start_pos + idx.shape[1] > cfg.max_seq_len:
             raise ValueError(f"sequence too long: positions up to {start_pos + idx.shape[1]} but max_seq_len is "
                              f"{cfg.max_seq_len}")
-        lo, hi = int(idx.min()), int(idx.max())
-        if lo < 0 or hi >= cfg.vocab_size:
-            raise ValueError(f"token ids must be in [0, {cfg.vocab_size}), got values in [{lo}, {hi}]")
-
-    def _logits(self, idx, start_pos: int, cache, last_only: bool = False):
-        T = idx.shape[1]
-        x = self.tok_emb(idx)  # (B, T, C)
-        rope = None
-        if self.pos_emb is not None:
-            x = x + self.pos_emb.weight[start_pos:start_pos + T]
-        elif self.cfg.pos == "sinusoidal":
-            x = x + self.pos_table[start_pos:start_pos + T].to(x.dtype)
-        elif self.cfg.pos == "rope":
-            rope = (self.rope_cos[start_pos:start_pos + T], self.rope_sin[start_pos:start_pos + T])
-        if self.training:  # dropout is the identity in eval: skip the call (a decode step is op-bound)
-            x = self.dropout(x)
-        for i, block in enumerate(self.blocks):
-            x = block(x, start_pos=start_pos, cache=None if cache is None else cache[i], rope=rope)
-        x = self.norm_f(x)
-        if last_only:
-            x = x[:, -1:]
-        return self.lm_head(x)
+        if values:
+            check_id_range("token ids", idx, cfg.vocab_size)
 
     def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Mean next-token cross-entropy in nats; targets (B, T) are idx shifted left by one."""
+        """Mean next-token cross-entropy in nats (targets (B, T) are idx shifted left by one), plus, for a
+        mixture of experts in training, cfg.moe_aux_weight times the experts' load-balancing loss."""
+        if not isinstance(targets, torch.Tensor) or targets.dtype.is_floating_point or targets.dtype == torch.bool:
+            raise TypeError(f"targets must be an integer tensor of token ids, got {getattr(targets, 'dtype', targets)!r}")
         if targets.shape != idx.shape:
             raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
-        if targets.dtype.is_floating_point or targets.dtype == torch.bool:
-            raise TypeError(f"targets must be integer token ids, got {targets.dtype}")
-        lo, hi = int(targets.min()), int(targets.max())
-        if lo < 0 or hi >= self.cfg.vocab_size:
-            raise ValueError(f"targets must be in [0, {self.cfg.vocab_size}), got values in [{lo}, {hi}]")
+        check_id_range("targets", targets, self.cfg.vocab_size)
         logits = self(idx)
-        return F.cross_entropy(upcast(logits.flatten(0, 1)), targets.flatten())
+        loss = F.cross_entropy(upcast(logits.flatten(0, 1)), targets.flatten())
+        aux = [block.ffn.aux_loss for block in self.blocks if getattr(block.ffn, "aux_loss", None) is not None]
+        if aux and self.cfg.moe_aux_weight:
+            loss = loss + self.cfg.moe_aux_weight * torch.stack(aux).mean()
+        return loss
 
     def make_cache(self, batch_size: int, max_len: int | None = None, dtype=None) -> list[KVCache]:
         """One preallocated KVCache per layer, on the model's device."""

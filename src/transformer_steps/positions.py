@@ -52,17 +52,6 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)
 
 
-def rope_sign(head_dim: int) -> torch.Tensor:
-    """(-1, ..., -1, +1, ..., +1): rotate_half(x) == x.roll(head_dim // 2, -1) * rope_sign(head_dim), bit for bit."""
-    return torch.cat((-torch.ones(head_dim // 2), torch.ones(head_dim // 2)))
-
-
-def apply_rope_rolled(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """apply_rope in 4 ops instead of 8 (decode steps are op-bound), equal bit for bit:
-    signed_sin = sin * rope_sign(hs) folds rotate_half's sign into the table, and a roll swaps the halves."""
-    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
-
-
 def apply_rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """The same rotation with pairs (2j, 2j + 1); cos/sin in the half-split layout of rope_cos_sin."""
     half = x.shape[-1] // 2

@@ -1,6 +1,7 @@
-"""GPT-2's byte-level BPE tokenizer, written out to be read.
+"""Tokenizers: one id per character (the course's Shakespeare model), and GPT-2's byte-level BPE,
+written out to be read.
 
-Three steps turn text into ids:
+GPT-2's BPE turns text into ids in three steps:
 1. pre-tokenise: a regex cuts the text into words, numbers, punctuation runs and whitespace
    (a leading space stays attached to the word that follows it);
 2. bytes to symbols: each word's UTF-8 bytes are mapped to printable characters (`bytes_to_unicode`),
@@ -22,10 +23,58 @@ from functools import lru_cache
 from pathlib import Path
 
 import regex
+import torch
 
 # GPT-2's pre-tokenisation pattern (from openai/gpt-2 src/encoder.py).
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 END_OF_TEXT = "<|endoftext|>"
+
+
+class CharTokenizer:
+    """One token per character; ids follow the sorted order of the characters."""
+
+    def __init__(self, chars: Sequence[str]):
+        chars = list(chars)
+        if not chars:
+            raise ValueError("CharTokenizer needs at least one character")
+        bad = [c for c in chars if not isinstance(c, str) or len(c) != 1]
+        if bad:
+            raise ValueError(f"every vocabulary entry must be a single character, got {bad[:5]!r}")
+        if len(set(chars)) != len(chars):
+            raise ValueError("the vocabulary contains repeated characters")
+        self.chars = chars
+        self.stoi = {c: i for i, c in enumerate(chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> CharTokenizer:
+        return cls(sorted(set(text)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> list[int]:
+        try:
+            return [self.stoi[c] for c in text]
+        except KeyError:
+            unknown = sorted({c for c in text if c not in self.stoi})
+            raise ValueError(
+                f"characters not in the vocabulary: {unknown!r} (the vocabulary has {self.vocab_size} "
+                f"characters: {''.join(self.chars)!r})"
+            ) from None
+
+    def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
+        if isinstance(ids, torch.Tensor):
+            if ids.dim() > 1:
+                raise ValueError(f"decode takes a 1-D sequence of ids, got shape {tuple(ids.shape)}")
+            ids = ids.tolist()
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids out of range [0, {self.vocab_size - 1}]: {bad[:5]}")
+        return "".join(self.chars[i] for i in ids)
+
+    def __repr__(self) -> str:
+        return f"CharTokenizer(vocab_size={self.vocab_size})"
 
 
 @lru_cache(maxsize=1)

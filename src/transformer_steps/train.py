@@ -21,10 +21,12 @@ import torch
 from tqdm import tqdm  # the plain bar: tqdm.auto warns in Jupyter without ipywidgets
 
 from .config import ModelConfig
-from .data import CharTokenizer, get_batch, load_char_dataset
+from .data import get_batch, load_char_dataset
 from .device import autocast_context, pick_device
 from .model import TransformerLM
 from .precision import default_dtype
+from .tokenizer import CharTokenizer
+from .validate import check_int, check_number
 
 SHIPPED_CHECKPOINT = Path(__file__).with_name("checkpoints") / "shakespeare_char.pt"
 
@@ -48,15 +50,14 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "block_size", "eval_batches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if not 0 <= self.warmup_steps < self.steps:
-            raise ValueError(f"warmup_steps must be in [0, steps={self.steps}), got {self.warmup_steps}")
-        if not 0 < self.min_lr <= self.lr:
-            raise ValueError(f"need 0 < min_lr <= lr, got min_lr={self.min_lr}, lr={self.lr}")
-        if self.weight_decay < 0 or self.grad_clip <= 0 or not 0 < self.beta2 < 1:
-            raise ValueError("need weight_decay >= 0, grad_clip > 0 and beta2 in (0, 1)")
+            check_int(name, getattr(self, name), 1)
+        check_int("warmup_steps", self.warmup_steps, 0, self.steps - 1)
+        check_int("seed", self.seed)
+        check_number("lr", self.lr, 0.0, min_open=True)
+        check_number("min_lr", self.min_lr, 0.0, self.lr, min_open=True)
+        check_number("weight_decay", self.weight_decay, 0.0)
+        check_number("beta2", self.beta2, 0.0, 1.0, min_open=True, max_open=True)
+        check_number("grad_clip", self.grad_clip, 0.0, min_open=True)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:

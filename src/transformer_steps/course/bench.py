@@ -19,10 +19,11 @@ from typing import NamedTuple
 
 import torch
 
-from .attention import attention, causal_mask
-from .config import ModelConfig
-from .generate import generate
-from .model import TransformerLM
+from ..attention import attention, causal_mask
+from ..config import ModelConfig
+from ..generate import generate
+from ..kv_cache import kv_bytes
+from ..model import TransformerLM
 
 DECODE_CFG = {"vocab_size": 4096, "max_seq_len": 1024, "d_model": 384, "n_layers": 6, "n_heads": 6}
 QUICK_DECODE_CFG = {"vocab_size": 256, "max_seq_len": 128, "d_model": 64, "n_layers": 2, "n_heads": 2}
@@ -111,7 +112,7 @@ def random_hf_llama(n_layers: int, hidden: int, vocab_size: int, max_len: int, s
 
 def bench_vs_hf(n_layers: int, hidden: int, prompt_len: int, new_tokens: int, device, repeats: int = 3) -> dict:
     """Greedy decoding with our generate on from_hf(m) vs transformers' m.generate, same weights."""
-    from .hf import from_hf
+    from ..hf import from_hf
 
     vocab_size = 4096
     hf_model = random_hf_llama(n_layers, hidden, vocab_size, prompt_len + new_tokens).to(device)
@@ -165,8 +166,7 @@ def decode_bytes_per_token(model: TransformerLM, context_len: float, batch: int 
         pos = model.pos_emb.weight
         weight_bytes -= (pos.shape[0] - 1) * pos.shape[1] * pos.element_size()
     elem = model.tok_emb.weight.element_size()
-    kv_bytes = 2 * cfg.n_layers * batch * cfg.kv_heads * context_len * cfg.head_dim * elem  # keys and values
-    return float(weight_bytes), float(kv_bytes)
+    return float(weight_bytes), float(kv_bytes(cfg.n_layers, batch, cfg.kv_heads, context_len, cfg.head_dim, elem))
 
 
 def bench_gpu_bandwidth(cfg: ModelConfig, prompt_len: int, new_tokens: int, peak_bytes_per_s: float,
@@ -176,9 +176,7 @@ def bench_gpu_bandwidth(cfg: ModelConfig, prompt_len: int, new_tokens: int, peak
         raise ValueError(f"the bandwidth benchmark needs a CUDA device, got {device}")
     with torch.device(device):
         torch.manual_seed(0)
-        model = TransformerLM(cfg).eval()
-    for p in model.parameters():  # parameters only: RoPE tables stay float32
-        p.data = p.data.to(torch.bfloat16)
+        model = TransformerLM(cfg).to(torch.bfloat16).eval()
     idx = random_prompt(1, prompt_len, cfg.vocab_size, device)
     if new_tokens < 2:
         raise ValueError(f"new_tokens must be >= 2 (one prefill token, then decode steps), got {new_tokens}")
@@ -186,11 +184,11 @@ def bench_gpu_bandwidth(cfg: ModelConfig, prompt_len: int, new_tokens: int, peak
     full = timed(lambda: generate(model, idx, new_tokens, temperature=0.0), device, repeats)
     prefill_only = timed(lambda: generate(model, idx, 1, temperature=0.0), device, repeats)
     steps = new_tokens - 1
-    weight_bytes, kv_bytes = decode_bytes_per_token(model, prompt_len + new_tokens / 2)
+    weight_bytes, cache_bytes = decode_bytes_per_token(model, prompt_len + new_tokens / 2)
     tps = steps / (full.best - prefill_only.best)
-    achieved = (weight_bytes + kv_bytes) * tps
+    achieved = (weight_bytes + cache_bytes) * tps
     return {"params": model.num_parameters(), "tps": tps, "median_tps": steps / (full.median - prefill_only.median),
-            "weight_bytes": weight_bytes, "kv_bytes": kv_bytes, "bytes_per_s": achieved,
+            "weight_bytes": weight_bytes, "kv_bytes": cache_bytes, "bytes_per_s": achieved,
             "fraction_of_peak": achieved / peak_bytes_per_s, "gpu": torch.cuda.get_device_name(device)}
 
 
@@ -209,7 +207,7 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
     parser.add_argument("--peak-bw", type=float, default=4.8e12, help="GPU peak memory bandwidth, B/s (H200)")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: decode,hf,attention,gpu")
     args = parser.parse_args(argv)
-    from .device import pick_device
+    from ..device import pick_device
 
     device = pick_device() if args.device == "auto" else torch.device(args.device)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import ModelConfig
+from ..config import ModelConfig
+from ..kv_cache import BYTES_PER_ELEMENT, kv_cache_bytes
+from ..validate import check_choice, check_int, check_number
 
 
 @dataclass(frozen=True)
@@ -21,8 +23,8 @@ class Hardware:
     bandwidth: float
 
     def __post_init__(self):
-        if not (self.peak_flops > 0 and self.bandwidth > 0):
-            raise ValueError(f"peak_flops and bandwidth must be > 0, got {self.peak_flops}, {self.bandwidth}")
+        check_number("peak_flops", self.peak_flops, 0.0, min_open=True)
+        check_number("bandwidth", self.bandwidth, 0.0, min_open=True)
 
     @property
     def ridge(self) -> float:
@@ -31,8 +33,7 @@ class Hardware:
 
     def attainable_flops(self, intensity: float) -> float:
         """Roofline: min(peak FLOP/s, bandwidth · FLOPs per byte)."""
-        if not intensity > 0:
-            raise ValueError(f"arithmetic intensity must be > 0 FLOP/byte, got {intensity}")
+        check_number("arithmetic intensity (FLOP/byte)", intensity, 0.0, min_open=True)
         return min(self.peak_flops, self.bandwidth * intensity)
 
     def seconds(self, cost: Cost) -> float:
@@ -72,15 +73,12 @@ def _check_cfg(cfg):
         raise TypeError(f"need a ModelConfig, got {type(cfg).__name__}")
 
 
-def _check_count(name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-
-
-def _check_bytes(bytes_per_element):
-    if bytes_per_element not in (1, 2, 4, 8):
-        raise ValueError(f"bytes_per_element must be 1, 2, 4 or 8 (int8, bf16/fp16, fp32, fp64), "
-                         f"got {bytes_per_element!r}")
+def _check_counts(cfg, bytes_per_element, batch_size, **counts):
+    _check_cfg(cfg)
+    for name, (value, minimum) in counts.items():
+        check_int(name, value, minimum)
+    check_int("batch_size", batch_size, 1)
+    check_choice("bytes_per_element (int8, bf16/fp16, fp32, fp64)", bytes_per_element, BYTES_PER_ELEMENT)
 
 
 def matmul_parameters(cfg: ModelConfig) -> int:
@@ -100,15 +98,6 @@ def matmul_parameters(cfg: ModelConfig) -> int:
     return cfg.n_layers * (attn + ffn) + d * cfg.vocab_size
 
 
-def kv_cache_bytes(cfg: ModelConfig, seq_len: int, *, bytes_per_element: int = 2, batch_size: int = 1) -> int:
-    """2 (K and V) · layers · kv_heads · head_dim · seq_len · bytes · batch."""
-    _check_cfg(cfg)
-    _check_count("seq_len", seq_len, 0)
-    _check_count("batch_size", batch_size)
-    _check_bytes(bytes_per_element)
-    return 2 * cfg.n_layers * cfg.kv_heads * cfg.head_dim * seq_len * bytes_per_element * batch_size
-
-
 def attention_flops(cfg: ModelConfig, n_keys: int) -> int:
     """One query token against n_keys keys, all layers: q·k^T and weights·v, 2 FLOPs per multiply-add each."""
     return 2 * 2 * cfg.n_layers * cfg.n_heads * cfg.head_dim * n_keys
@@ -119,10 +108,7 @@ def decode_cost(cfg: ModelConfig, context_len: int, *, bytes_per_element: int = 
 
     Reads every weight once (shared by the batch) and each sequence's cache, now context_len + 1 positions long.
     """
-    _check_cfg(cfg)
-    _check_count("context_len", context_len, 0)
-    _check_count("batch_size", batch_size)
-    _check_bytes(bytes_per_element)
+    _check_counts(cfg, bytes_per_element, batch_size, context_len=(context_len, 0))
     n_keys = context_len + 1
     flops = batch_size * (2 * matmul_parameters(cfg) + attention_flops(cfg, n_keys))
     moved = matmul_parameters(cfg) * bytes_per_element + kv_cache_bytes(
@@ -133,10 +119,7 @@ def decode_cost(cfg: ModelConfig, context_len: int, *, bytes_per_element: int = 
 def prefill_cost(cfg: ModelConfig, prompt_len: int, *, bytes_per_element: int = 2, batch_size: int = 1) -> Cost:
     """The whole prompt at once: the same FLOPs as prompt_len decode steps (causal: token t sees t keys),
     but every weight is read once for all tokens; the cache is written once."""
-    _check_cfg(cfg)
-    _check_count("prompt_len", prompt_len)
-    _check_count("batch_size", batch_size)
-    _check_bytes(bytes_per_element)
+    _check_counts(cfg, bytes_per_element, batch_size, prompt_len=(prompt_len, 1))
     keys_seen = prompt_len * (prompt_len + 1) // 2  # 1 + 2 + ... + prompt_len
     flops = batch_size * (2 * matmul_parameters(cfg) * prompt_len + attention_flops(cfg, 1) * keys_seen)
     moved = matmul_parameters(cfg) * bytes_per_element + kv_cache_bytes(

@@ -1,0 +1,7 @@
+"""Course tooling around the model, for the chapters: notebook helpers (seeding, printing, exercise
+checks), plots, the roofline cost model and the benchmark. The model (the rest of `transformer_steps`)
+never imports from here."""
+
+from .notebook import as_text, check, fmt, glue, seed_everything, show
+
+__all__ = ["as_text", "check", "fmt", "glue", "seed_everything", "show"]
