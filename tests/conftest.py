@@ -1,13 +1,43 @@
-"""Shared pytest set-up: skip `gpu`-marked tests where CUDA is absent."""
+"""Shared pytest set-up: one torch thread per test, the helpers many test files use, and a skip for
+`gpu`-marked tests where CUDA is absent. torch is imported only when a test needs it, so that
+`pytest tests/test_lint.py` stays fast."""
+
+import sys
 
 import pytest
+
+
+def randn(*shape, seed=0):
+    """A seeded standard-normal tensor from its own CPU generator: the same numbers in every test run."""
+    import torch
+
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def perturb(module, seed=1, scale=0.2):
+    """Move every parameter off its init (zero biases, unit norm weights) so each one matters; returns module."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+    return module
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny tensors: extra threads only spin, and the test machine is shared."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
-    import torch  # imported only when a gpu test was collected: keeps `pytest tests/test_lint.py` fast
+    import torch  # imported only when a gpu test was collected
 
     if torch.cuda.is_available():
         return

@@ -6,16 +6,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import randn
 
 from transformer_steps import CausalSelfAttention, KVCache, ModelConfig, attention, causal_mask
 from transformer_steps.fastpath import signed_sin
 from transformer_steps.positions import apply_rope, rope_cos_sin
-
-torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
-
-
-def randn(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def brute_force_causal_mask(t_q, t_k):

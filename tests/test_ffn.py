@@ -5,15 +5,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import randn
 
-from transformer_steps import ModelConfig
+from transformer_steps import ModelConfig, TransformerLM
 from transformer_steps.ffn import MLP, MoE, SwiGLU, act, make_ffn
-
-torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
-
-
-def randn(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+from transformer_steps.train import TrainConfig, train
 
 
 def make(ffn, seed=0, **changes):
@@ -133,3 +129,48 @@ def test_moe_router_and_experts_get_gradients():
     used = set(moe.last_expert_ids.flatten().tolist())
     for e, expert in enumerate(moe.experts):
         assert (expert.down.weight.grad is not None) == (e in used)
+
+
+def skewed_moe_model(aux_weight):
+    """A one-layer MoE model whose router sends every token to expert 0 at the start."""
+    cfg = ModelConfig(vocab_size=32, max_seq_len=16, d_model=16, n_layers=1, n_heads=2, ffn="moe", n_experts=4,
+                      experts_per_token=1, moe_aux_weight=aux_weight)
+    torch.manual_seed(0)
+    model = TransformerLM(cfg)
+    with torch.no_grad():
+        model.blocks[0].ffn.router.weight[0] += 0.05  # expert 0 scores higher for inputs with a positive sum ...
+        model.blocks[0].norm2.bias += 1.0  # ... and the FFN's inputs now have one
+    return model
+
+
+def busiest_expert_share(model, x):
+    with torch.no_grad():
+        model.train()(x)
+    load = model.blocks[0].ffn.expert_load()
+    return (load.max() / load.sum()).item()
+
+
+def test_model_loss_adds_the_weighted_balance_loss_in_training_only():
+    x = torch.randint(32, (4, 16), generator=torch.Generator().manual_seed(2))
+    with_aux, without = skewed_moe_model(0.1).train(), skewed_moe_model(0.0).train()
+    loss_with, loss_without = with_aux.loss(x[:, :-1], x[:, 1:]), without.loss(x[:, :-1], x[:, 1:])
+    aux = with_aux.blocks[0].ffn.aux_loss
+    torch.testing.assert_close(loss_with, loss_without + 0.1 * aux)
+    with torch.no_grad():
+        with_aux.eval()(x)
+    assert with_aux.blocks[0].ffn.aux_loss is None  # not computed in eval (decode steps)
+    torch.testing.assert_close(with_aux.loss(x[:, :-1], x[:, 1:]), without.eval().loss(x[:, :-1], x[:, 1:]))
+
+
+def test_training_with_the_balance_loss_spreads_a_skewed_router():
+    data = torch.randint(32, (4_000,), generator=torch.Generator().manual_seed(1))
+    x = torch.randint(32, (8, 16), generator=torch.Generator().manual_seed(2))
+    run = TrainConfig(steps=40, batch_size=8, block_size=16, lr=1e-2, min_lr=1e-3, warmup_steps=0, eval_batches=1)
+    shares = {}
+    for weight in (0.0, 0.1):
+        model = skewed_moe_model(weight)
+        assert busiest_expert_share(model, x) == 1.0  # all 128 tokens on one expert
+        train(model, data, data, run, progress=False)
+        shares[weight] = busiest_expert_share(model, x)
+    assert shares[0.0] == 1.0  # the language-model loss alone leaves the router collapsed
+    assert shares[0.1] < 0.5  # balanced would be 0.25

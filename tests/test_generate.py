@@ -3,10 +3,9 @@ seeded reproducibility, and every bad argument."""
 
 import pytest
 import torch
+from conftest import perturb
 
 from transformer_steps import ModelConfig, TransformerLM, decode_one_token, generate, prefill, sample_next
-
-torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
 
 V = 19
 
@@ -15,12 +14,8 @@ def make(seed=0, **changes):
     torch.manual_seed(seed)
     cfg = ModelConfig(**{"vocab_size": V, "max_seq_len": 24, "d_model": 16, "n_layers": 2, "n_heads": 4,
                          "n_experts": 3, **changes})
-    model = TransformerLM(cfg).eval()
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():  # a larger spread than the init, so the next-token distributions are not flat
-        for p in model.parameters():
-            p.add_(0.5 * torch.randn(p.shape, generator=gen))
-    return model
+    # a larger spread than the init, so the next-token distributions are not flat
+    return perturb(TransformerLM(cfg), seed=seed + 1, scale=0.5).eval()
 
 
 def prompt(B=2, T=5, seed=0):
@@ -182,3 +177,39 @@ def test_outputs_are_ordinary_tensors_usable_with_autograd(use_cache):
     assert not out.is_inference() and not logits.is_inference()
     model.loss(out[:, :-1], out[:, 1:]).backward()
     assert model.tok_emb.weight.grad is not None
+
+
+def count_host_reads(monkeypatch):
+    """Count the calls that copy a tensor's values to Python (each one a device-to-host sync on a GPU)."""
+    calls = []
+    for name in ("item", "tolist", "__int__", "__float__", "__bool__"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, _name=name):
+            calls.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return calls
+
+
+def test_decode_steps_read_nothing_back_and_a_prompt_is_checked_once(monkeypatch):
+    model = make().eval()
+    idx = prompt()
+    cache = model.make_cache(idx.shape[0], 12)
+    calls = count_host_reads(monkeypatch)
+    with torch.no_grad():
+        logits = prefill(model, idx, cache)
+        assert calls == ["tolist"]  # the ids' range, min and max in one copy
+        calls.clear()
+        for pos in range(idx.shape[1], 10):
+            logits = decode_one_token(model, logits.argmax(-1, keepdim=True), pos, cache)
+    assert calls == []
+
+
+def test_a_training_loss_reads_back_once_per_tensor(monkeypatch):
+    model = make()
+    idx = prompt()
+    calls = count_host_reads(monkeypatch)
+    model.loss(idx[:, :-1], idx[:, 1:])
+    assert calls == ["tolist", "tolist"]  # targets' range, then the ids' range

@@ -9,26 +9,19 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 
+from conftest import perturb
+
 from transformer_steps import TransformerLM, from_hf, generate
 from transformer_steps.positions import rope_cos_sin
 
 NO_SPECIAL_TOKENS = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}  # never stop early
 
 
-def perturbed(model, seed=0):
-    """Add seeded noise to every weight so none keeps its trivial init (LayerNorm ones, zero biases)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.05 * torch.randn(p.shape, generator=gen))
-    return model.eval()
-
-
 def tiny_gpt2(**overrides):
     cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=300, n_positions=128,
                                   **{**NO_SPECIAL_TOKENS, **overrides})
     torch.manual_seed(0)
-    return perturbed(transformers.GPT2LMHeadModel(cfg))
+    return perturb(transformers.GPT2LMHeadModel(cfg), seed=0, scale=0.05).eval()
 
 
 def tiny_llama(**overrides):
@@ -39,7 +32,7 @@ def tiny_llama(**overrides):
                                       "rope_parameters": {"rope_type": "default", "rope_theta": 5000.0},
                                       **NO_SPECIAL_TOKENS, **overrides})
     torch.manual_seed(0)
-    return perturbed(transformers.LlamaForCausalLM(cfg))
+    return perturb(transformers.LlamaForCausalLM(cfg), seed=0, scale=0.05).eval()
 
 
 MODELS = {"gpt2": tiny_gpt2, "llama-gqa": tiny_llama}

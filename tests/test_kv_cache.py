@@ -3,14 +3,9 @@ model equals one full pass."""
 
 import pytest
 import torch
+from conftest import randn
 
 from transformer_steps import KVCache, ModelConfig, TransformerLM
-
-torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
-
-
-def randn(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def test_buffers_and_sizes():

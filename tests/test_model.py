@@ -7,13 +7,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import perturb
 from torch import nn
 
 from transformer_steps import Block, ModelConfig, TransformerLM
 from transformer_steps.config import FFNS, NORM_POSITIONS, NORMS, POSITIONS
 from transformer_steps.norms import LayerNorm, RMSNorm
-
-torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
 
 V, D = 13, 16
 
@@ -27,15 +26,6 @@ def make(seed=0, **changes):
 
 def ids(B=2, T=6, seed=0, high=V):
     return torch.randint(0, high, (B, T), generator=torch.Generator().manual_seed(seed))
-
-
-def perturb(module, seed=1, scale=0.2):
-    """Move every parameter off its init (zero biases, unit norm weights) so each one matters."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=gen))
-    return module
 
 
 VARIANTS = list(itertools.product(NORMS, NORM_POSITIONS, FFNS, POSITIONS))

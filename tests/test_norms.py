@@ -4,18 +4,13 @@ import os
 
 import pytest
 import torch
+from conftest import randn
 from torch import nn
 
 from transformer_steps import ModelConfig
 from transformer_steps.norms import LayerNorm, RMSNorm, layer_norm, make_norm, rms_norm
 
-torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-def randn(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def randomise(*modules, seed=1):

@@ -6,6 +6,7 @@ import os
 
 import pytest
 import torch
+from conftest import randn
 
 from transformer_steps.fastpath import apply_rope_rolled, rope_sign, signed_sin
 from transformer_steps.positions import (
@@ -18,13 +19,7 @@ from transformer_steps.positions import (
     sinusoidal_encoding,
 )
 
-torch.set_num_threads(1)  # tiny tensors: extra threads only spin, and the test machine is shared
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-def randn(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def test_sinusoidal_formula_spot_checks():

@@ -11,6 +11,7 @@ from torch import nn
 from .block import Block
 from .config import ModelConfig
 from .fastpath import signed_sin
+from .ffn import MoE
 from .kv_cache import KVCache
 from .norms import make_norm
 from .positions import rope_cos_sin, sinusoidal_encoding
@@ -124,9 +125,9 @@ class TransformerLM(nn.Module):
         check_id_range("targets", targets, self.cfg.vocab_size)
         logits = self(idx)
         loss = F.cross_entropy(upcast(logits.flatten(0, 1)), targets.flatten())
-        aux = [block.ffn.aux_loss for block in self.blocks if getattr(block.ffn, "aux_loss", None) is not None]
-        if aux and self.cfg.moe_aux_weight:
-            loss = loss + self.cfg.moe_aux_weight * torch.stack(aux).mean()
+        if self.cfg.ffn == "moe" and self.training and self.cfg.moe_aux_weight:
+            aux = torch.stack([m.aux_loss for m in self.modules() if isinstance(m, MoE)]).mean()
+            loss = loss + self.cfg.moe_aux_weight * aux
         return loss
 
     def make_cache(self, batch_size: int, max_len: int | None = None, dtype=None) -> list[KVCache]:
