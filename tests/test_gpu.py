@@ -3,6 +3,7 @@ decoding. Marked `gpu`: skipped where torch.cuda.is_available() is False (see co
 
 import pytest
 import torch
+from conftest import perturb
 
 from transformer_steps import (
     CausalSelfAttention,
@@ -10,7 +11,6 @@ from transformer_steps import (
     TransformerLM,
     autocast_context,
     generate,
-    pick_device,
 )
 
 pytestmark = pytest.mark.gpu
@@ -22,20 +22,11 @@ def make(**changes):
     cfg = ModelConfig(**{"vocab_size": 97, "max_seq_len": 64, "d_model": 64, "n_layers": 2, "n_heads": 4,
                          "n_kv_heads": 2, "norm": "rmsnorm", "ffn": "swiglu", "pos": "rope", "bias": False,
                          **changes})
-    model = TransformerLM(cfg).eval()
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():  # off the init, so the next-token distributions are not flat
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn(p.shape, generator=gen))
-    return model
+    return perturb(TransformerLM(cfg), seed=1, scale=0.3).eval()  # off the init: distributions not flat
 
 
 def prompt(B=2, T=16, seed=0):
     return torch.randint(0, 97, (B, T), generator=torch.Generator().manual_seed(seed))
-
-
-def test_pick_device_prefers_cuda():
-    assert pick_device().type == "cuda"
 
 
 @pytest.mark.parametrize("changes", [{}, {"norm": "layernorm", "ffn": "gelu", "pos": "learned", "bias": True},

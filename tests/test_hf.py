@@ -162,5 +162,10 @@ def test_a_broken_weight_mapping_is_an_error_not_a_half_filled_model(monkeypatch
         from_hf(tiny_llama())
 
 
-def test_result_is_a_transformer_lm(pair):
-    assert isinstance(pair[1], TransformerLM)
+def test_result_is_an_eval_mode_transformer_lm_with_their_shape_and_parameter_count(pair):
+    hf_model, model = pair
+    assert isinstance(model, TransformerLM) and not model.training
+    hf_cfg = hf_model.config
+    assert (model.cfg.vocab_size, model.cfg.d_model, model.cfg.n_layers, model.cfg.n_heads) == (
+        hf_cfg.vocab_size, hf_cfg.hidden_size, hf_cfg.num_hidden_layers, hf_cfg.num_attention_heads)
+    assert model.num_parameters() == hf_model.num_parameters()  # every weight mapped once, none invented

@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_steps import pick_device
 from transformer_steps.course.notebook import check, fmt, seed_everything, show
-from transformer_steps.device import autocast_context
 
 
 def test_seed_everything_seeds_every_library_and_returns_a_cpu_generator():
@@ -74,14 +72,6 @@ def test_check_says_right_wrong_and_why(capsys, answer, expected, kwargs, verdic
     assert capsys.readouterr().out == printed + "\n"
 
 
-def test_pick_device_and_autocast_follow_the_hardware():
-    device = pick_device()
-    assert device.type in ("cuda", "mps", "cpu")
-    assert device.type == "cuda" if torch.cuda.is_available() else device.type in ("mps", "cpu")
-    with autocast_context("cpu"):  # a no-op off CUDA: matmuls stay float32
-        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
-
-
 def test_as_text_writes_a_flat_list_with_fixed_decimals():
     from transformer_steps.course.notebook import as_text
 
@@ -90,7 +80,7 @@ def test_as_text_writes_a_flat_list_with_fixed_decimals():
 
 
 def test_glue_rounds_floats_and_one_element_tensors(monkeypatch):
-    import myst_nb
+    myst_nb = pytest.importorskip("myst_nb")  # the book's tool; a reader's Colab has none
 
     from transformer_steps.course import notebook
 

@@ -14,7 +14,6 @@ from transformer_steps.train import (
     estimate_loss,
     load_checkpoint,
     load_pretrained,
-    load_training_state,
     lr_at,
     main,
     save_checkpoint,
@@ -102,31 +101,15 @@ def test_cli_resume_continues_exactly(tmp_path):
     assert resumed["final_val_loss"] == whole["final_val_loss"]
 
 
-def test_checkpoint_with_separate_projections_loads_into_the_fused_layout(tmp_path, char_data):
-    # files written before q/k/v and gate/up were fused: the weights load, resuming is refused clearly
-    tok, _, val_ids = char_data
-    model = tiny_model(tok.vocab_size, seed=5, ffn="swiglu", n_kv_heads=1)
-    path = save_checkpoint(tmp_path / "new.pt", model, TrainConfig(), tok.chars, {"steps": [0]})
+def test_a_checkpoint_that_does_not_fit_its_config_is_a_clear_error(tmp_path, char_data):
+    tok, _, _ = char_data
+    model = tiny_model(tok.vocab_size, ffn="swiglu")
+    path = save_checkpoint(tmp_path / "ok.pt", model, TrainConfig(), tok.chars, {"steps": [0]})
     checkpoint = torch.load(path, weights_only=True)
-    cfg, old = model.cfg, {}
-    for key, value in checkpoint["model"].items():
-        layer, kind = key.rsplit(".", 1)
-        if layer.endswith(".qkv"):
-            sizes = (cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim)
-            parts = dict(zip(("q_proj", "k_proj", "v_proj"), value.split(sizes)))
-        elif layer.endswith(".gate_up"):
-            parts = dict(zip(("gate", "up"), value.chunk(2)))
-        else:
-            old[key] = value
-            continue
-        old.update({f"{layer.rsplit('.', 1)[0]}.{name}.{kind}": part for name, part in parts.items()})
-    assert "blocks.0.attn.k_proj.weight" in old and "blocks.0.ffn.up.weight" in old
-    torch.save({**checkpoint, "model": old, "optimizer": {}, "generator": None, "step": 1}, tmp_path / "old.pt")
-    loaded, _, _ = load_checkpoint(tmp_path / "old.pt")
-    x = val_ids[:32].view(1, -1)
-    torch.testing.assert_close(loaded(x), model.eval()(x), rtol=0, atol=0)
-    with pytest.raises(ValueError, match="separate q/k/v and gate/up layers .* cannot resume"):
-        load_training_state(tmp_path / "old.pt")
+    checkpoint["model"]["blocks.0.attn.q_proj.weight"] = checkpoint["model"].pop("blocks.0.attn.qkv.weight")
+    torch.save(checkpoint, tmp_path / "renamed.pt")
+    with pytest.raises(ValueError, match=r"does not match its config: missing \['blocks.0.attn.qkv.weight'\]"):
+        load_checkpoint(tmp_path / "renamed.pt")
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path):

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm  # the plain bar: tqdm.auto warns in Jupyter without ipywidgets
 
-from .config import ModelConfig
+from .config import FFNS, NORM_POSITIONS, NORMS, POSITIONS, ModelConfig
 from .data import get_batch, load_char_dataset
 from .device import autocast_context, pick_device
 from .model import TransformerLM
@@ -231,29 +231,13 @@ def _read(path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-# Before 2026-11-30 the package kept W_Q, W_K, W_V and SwiGLU's gate and up as separate layers.
-SEPARATE_TO_FUSED = (((".q_proj", ".k_proj", ".v_proj"), ".qkv"), ((".gate", ".up"), ".gate_up"))
-
-
-def stack_separate_projections(state: dict) -> tuple[dict, bool]:
-    """A state dict saved with separate q/k/v (gate/up) layers in the fused layout, and whether it was one."""
-    state, changed = dict(state), False
-    for parts, fused in SEPARATE_TO_FUSED:
-        for key in [k for k in state if k.rsplit(".", 1)[0].endswith(parts[0])]:
-            layer, kind = key.rsplit(".", 1)
-            base = layer[:-len(parts[0])]
-            state[f"{base}{fused}.{kind}"] = torch.cat([state.pop(f"{base}{part}.{kind}") for part in parts])
-            changed = True
-    return state, changed
-
-
 def load_checkpoint(path=None, device="cpu"):
     """Return (model in eval mode, CharTokenizer, history) from a checkpoint (default: the shipped one)."""
     checkpoint = _read(SHIPPED_CHECKPOINT if path is None else path)
     model = TransformerLM(ModelConfig(**checkpoint["model_config"]))
-    state, _ = stack_separate_projections(checkpoint["model"])
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if unexpected or [k for k in missing if k != "lm_head.weight"]:
+    missing, unexpected = model.load_state_dict(checkpoint["model"], strict=False)
+    missing = [k for k in missing if not (k == "lm_head.weight" and model.cfg.tie_embeddings)]  # stored once
+    if unexpected or missing:
         raise ValueError(f"checkpoint does not match its config: missing {missing}, unexpected {unexpected}")
     return model.to(device).eval(), CharTokenizer(checkpoint["chars"]), checkpoint["history"]
 
@@ -268,10 +252,6 @@ def load_training_state(path) -> dict:
     checkpoint = _read(path)
     if "optimizer" not in checkpoint:
         raise ValueError(f"{path} holds no optimizer state (an inference-only checkpoint): cannot resume")
-    if stack_separate_projections(checkpoint["model"])[1]:
-        raise ValueError(f"{path} was saved with separate q/k/v and gate/up layers (before 2026-11-30): its optimizer "
-                         "state does not fit the fused layout, so it cannot resume; load_checkpoint still loads "
-                         "its weights")
     model, tokenizer, history = load_checkpoint(path)
     return {"model": model.train(), "tokenizer": tokenizer, "history": history, "step": checkpoint["step"],
             "optimizer": checkpoint["optimizer"], "generator": checkpoint["generator"],
@@ -299,9 +279,13 @@ def parse_args(argv=None):
     p.add_argument("--d-model", type=int, default=m["d_model"])
     p.add_argument("--layers", type=int, default=m["n_layers"])
     p.add_argument("--heads", type=int, default=m["n_heads"])
-    p.add_argument("--norm", default=m["norm"], choices=["layernorm", "rmsnorm"])
-    p.add_argument("--ffn", default=m["ffn"], choices=["gelu", "relu", "swiglu"])
-    p.add_argument("--pos", default=m["pos"], choices=["learned", "sinusoidal", "rope", "none"])
+    p.add_argument("--kv-heads", type=int, default=m["n_kv_heads"],
+                   help="fewer than --heads: grouped-query attention (default: as many as --heads)")
+    p.add_argument("--norm", default=m["norm"], choices=NORMS)
+    p.add_argument("--norm-position", default=m["norm_position"], choices=NORM_POSITIONS)
+    p.add_argument("--ffn", default=m["ffn"], choices=FFNS)
+    p.add_argument("--experts", type=int, default=m["n_experts"], help="with --ffn moe")
+    p.add_argument("--pos", default=m["pos"], choices=POSITIONS)
     p.add_argument("--dropout", type=float, default=m["dropout"])
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -329,8 +313,9 @@ def main(argv=None) -> dict:
                           eval_batches=args.eval_batches, seed=args.seed)
         model_cfg = ModelConfig(**{**DEFAULT_MODEL, "vocab_size": tokenizer.vocab_size,
                                    "max_seq_len": args.block_size, "d_model": args.d_model,
-                                   "n_layers": args.layers, "n_heads": args.heads, "norm": args.norm,
-                                   "ffn": args.ffn, "pos": args.pos, "dropout": args.dropout})
+                                   "n_layers": args.layers, "n_heads": args.heads, "n_kv_heads": args.kv_heads,
+                                   "norm": args.norm, "norm_position": args.norm_position, "ffn": args.ffn,
+                                   "n_experts": args.experts, "pos": args.pos, "dropout": args.dropout})
         torch.manual_seed(cfg.seed)
         model = TransformerLM(model_cfg)
     print(f"device {device}, threads {torch.get_num_threads()}, {model.num_parameters():,} parameters, "
