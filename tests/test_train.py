@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from transformer_steps import ModelConfig, TransformerLM
+from transformer_steps.config import FFNS, NORM_POSITIONS, NORMS, POSITIONS
 from transformer_steps.data import load_char_dataset
 from transformer_steps.train import (
     SHIPPED_CHECKPOINT,
@@ -16,6 +17,7 @@ from transformer_steps.train import (
     load_pretrained,
     lr_at,
     main,
+    parse_args,
     save_checkpoint,
     train,
 )
@@ -128,3 +130,18 @@ def test_shipped_checkpoint_meets_the_target(char_data):
     cfg = TrainConfig(batch_size=16, block_size=model.cfg.max_seq_len, eval_batches=25)
     val = estimate_loss(model, val_ids, cfg, seed=7)
     assert val == pytest.approx(history["final_val_loss"], abs=0.06)
+
+
+def test_cli_offers_every_config_choice_and_builds_what_it_is_told(tmp_path):
+    args = parse_args(["--ffn", "moe", "--experts", "2", "--kv-heads", "1", "--norm-position", "post"])
+    assert (args.ffn, args.experts, args.kv_heads, args.norm_position) == ("moe", 2, 1, "post")
+    for flag, allowed in (("--ffn", FFNS), ("--norm", NORMS), ("--pos", POSITIONS), ("--norm-position", NORM_POSITIONS)):
+        for choice in allowed:
+            assert getattr(parse_args([flag, choice]), flag[2:].replace("-", "_")) == choice
+    with pytest.raises(SystemExit):
+        parse_args(["--ffn", "swish"])
+    history = main([*TINY_ARGS, "--steps", "3", "--ffn", "moe", "--experts", "2", "--kv-heads", "1",
+                    "--out", str(tmp_path / "moe.pt")])
+    model, _, _ = load_checkpoint(tmp_path / "moe.pt")
+    assert (model.cfg.ffn, model.cfg.n_experts, model.cfg.n_kv_heads) == ("moe", 2, 1)
+    assert history["steps"][-1] == 3
