@@ -1,5 +1,5 @@
 """Compare a freshly executed notebook with its stored outputs the way strict nbval does: streams and every
-mimetype but PNG and JPEG images (and myst-nb's glue records), after the sanitizers of
+mimetype but PNG and JPEG images, after the sanitizers of
 .ci/nbval_sanitize.cfg (parsed by nbval itself), skipping cells marked NBVAL_IGNORE_OUTPUT."""
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from nbval.plugin import coalesce_streams, get_sanitize_patterns
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZE_CFG = ROOT / ".ci" / "nbval_sanitize.cfg"
 NOT_COMPARED = ("image/png", "image/jpeg", "application/vnd.jupyter.widget-view+json")  # as nbval
-# glue records exist only where myst-nb is installed (the book build), never in a reader's Colab
-GLUE_RECORD = "application/papermill.record/"
 
 
 def sanitizers(path: Path = SANITIZE_CFG) -> list[tuple[re.Pattern, str]]:
@@ -30,7 +28,7 @@ def comparable(outputs: list, rules) -> dict[str, str]:
             found[out["name"]] = out["text"]
         elif out["output_type"] in ("display_data", "execute_result"):
             for mime, value in out.get("data", {}).items():
-                if mime not in NOT_COMPARED and not mime.startswith(GLUE_RECORD):
+                if mime not in NOT_COMPARED:
                     found[mime] = found.get(mime, "") + ("".join(value) if isinstance(value, list) else str(value))
         elif out["output_type"] == "error":
             found["error"] = f"{out['ename']}: {out['evalue']}"

@@ -77,18 +77,3 @@ def test_as_text_writes_a_flat_list_with_fixed_decimals():
 
     assert as_text(torch.tensor([[1.23456, -0.00001], [2.0, -3.5]]), 2) == "[1.23, 0.00, 2.00, -3.50]"
     assert as_text([1, 2], 0) == "[1, 2]"
-
-
-def test_glue_rounds_floats_and_one_element_tensors(monkeypatch):
-    myst_nb = pytest.importorskip("myst_nb")  # the book's tool; a reader's Colab has none
-
-    from transformer_steps.course import notebook
-
-    stored = {}
-    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: stored.__setitem__(name, value))
-    notebook.glue("a", torch.tensor([5.0562347]))
-    notebook.glue("b", -0.0000001)
-    notebook.glue("c", 1.234567, 2)
-    notebook.glue("d", "text")
-    assert stored == {"a": 5.05623, "b": 0.0, "c": 1.23, "d": "text"}
-    assert str(stored["b"]) == "0.0"

@@ -2,6 +2,6 @@
 checks), plots, the roofline cost model and the benchmark. The model (the rest of `transformer_steps`)
 never imports from here."""
 
-from .notebook import as_text, check, fmt, glue, seed_everything, show
+from .notebook import as_text, check, fmt, seed_everything, show
 
-__all__ = ["as_text", "check", "fmt", "glue", "seed_everything", "show"]
+__all__ = ["as_text", "check", "fmt", "seed_everything", "show"]

@@ -68,19 +68,3 @@ def as_text(x, decimals: int = 4) -> str:
     """A vector as "[a, b, c]" with fixed decimals, for printing and for the prose."""
     values = x.flatten().tolist() if isinstance(x, torch.Tensor) else np.ravel(x).tolist()
     return "[" + ", ".join(fmt(v, decimals) for v in values) + "]"
-
-
-def glue(name: str, value, decimals: int = 5, *, display: bool = False):
-    """myst-nb's glue, so the book's prose can quote a computed value; a no-op where myst-nb is absent (Colab).
-
-    Floats (and one-element tensors) are rounded to `decimals`, so the stored text is the same on every machine.
-    """
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    if isinstance(value, (float, np.floating)):
-        value = round(float(value), decimals) + 0.0
-    try:
-        from myst_nb import glue as myst_glue
-    except ImportError:
-        return None
-    return myst_glue(name, value, display=display)

@@ -1,0 +1,64 @@
+"""Every chapter in the pinned JupyterLab (what `make lab` opens), in headless Chromium: each Markdown cell
+renders, no raw MyST syntax shows, every solution stays folded. A screenshot of chapter 1 lands next to the
+book's, in _build/screenshots/."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import lab_browser
+import pytest
+from book_browser import _chromium
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
+
+
+def _require(ok: bool, why: str):
+    if not ok:  # in CI a missing prerequisite is a failure, not a skip
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    _require(importlib.util.find_spec("playwright") is not None, "playwright is not installed")
+    _require(importlib.util.find_spec("jupyterlab") is not None, "jupyterlab is not installed")
+    try:
+        _chromium()
+    except FileNotFoundError as e:
+        _require(False, str(e))
+    work = tmp_path_factory.mktemp("lab")
+    served = work / "root"
+    shutil.copytree(ROOT / "book", served / "book")  # a copy: opening a notebook must not touch the repository
+    lab_browser._ROOTS[:] = [served]
+    with lab_browser.jupyterlab(served, work) as (base, token):
+        yield base, token, served
+
+
+@pytest.mark.slow
+def test_every_chapter_reads_in_jupyterlab(lab):
+    base, token, _ = lab
+    shots = ROOT / "_build" / "screenshots"
+    first = f"book/{NOTEBOOKS[0].name}"
+    problems = lab_browser.check_notebooks(base, token, [f"book/{p.name}" for p in NOTEBOOKS],
+                                           screenshot={first: shots / f"jupyterlab_{NOTEBOOKS[0].stem}.png"})
+    assert not problems, "\n".join(problems)
+    assert (shots / f"jupyterlab_{NOTEBOOKS[0].stem}.png").is_file()
+
+
+@pytest.mark.slow
+def test_checker_catches_raw_myst_and_an_open_solution(lab):
+    base, token, served = lab
+    nb = json.loads(NOTEBOOKS[0].read_text())
+    md = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
+    md["source"] = ["A {term}`token <Token>` and a citation {cite}`vaswani2017attention`.\n\n",
+                    ":::{admonition} Solution\n:class: dropdown\nx = 3\n:::\n\n",
+                    "<details open><summary>Solution</summary>\n\nx = 3\n\n</details>\n"]
+    (served / "book" / "broken.ipynb").write_text(json.dumps(nb))
+    problems = "\n".join(lab_browser.check_notebooks(base, token, ["book/broken.ipynb"]))
+    for expected in ("{term}", "{cite}", ":::", ":class:", "solutions are open"):
+        assert expected in problems, f"not caught: {expected}\n{problems}"
