@@ -117,11 +117,14 @@ def decode_cost(cfg: ModelConfig, context_len: int, *, bytes_per_element: int = 
 
 
 def prefill_cost(cfg: ModelConfig, prompt_len: int, *, bytes_per_element: int = 2, batch_size: int = 1) -> Cost:
-    """The whole prompt at once: the same FLOPs as prompt_len decode steps (causal: token t sees t keys),
-    but every weight is read once for all tokens; the cache is written once."""
+    """The whole prompt at once, as `prefill` runs it: every block at every position (causal: token t sees t
+    keys), the LM head at the last position only (the next token needs no other logits). Every weight is read
+    once for all tokens; the cache is written once."""
     _check_counts(cfg, bytes_per_element, batch_size, prompt_len=(prompt_len, 1))
     keys_seen = prompt_len * (prompt_len + 1) // 2  # 1 + 2 + ... + prompt_len
-    flops = batch_size * (2 * matmul_parameters(cfg) * prompt_len + attention_flops(cfg, 1) * keys_seen)
+    head = cfg.d_model * cfg.vocab_size
+    flops = batch_size * (2 * (matmul_parameters(cfg) - head) * prompt_len + 2 * head
+                          + attention_flops(cfg, 1) * keys_seen)
     moved = matmul_parameters(cfg) * bytes_per_element + kv_cache_bytes(
         cfg, prompt_len, bytes_per_element=bytes_per_element, batch_size=batch_size)
     return Cost(flops, moved)
