@@ -19,9 +19,17 @@ def test_one_heatmap_per_stage_with_its_values():
     plt.close(fig)
 
 
+def test_every_panel_shares_one_colour_scale_and_one_colorbar():
+    fig = pipeline_panels(STAGES)
+    heatmaps = [ax for ax in fig.axes if ax.images]
+    assert {ax.images[0].get_clim() for ax in heatmaps} == {(-5.0, 5.0)}  # symmetric around 0, from all stages
+    assert len(fig.axes) == 2 * len(STAGES) + 1  # strips, heatmaps and one colorbar
+    plt.close(fig)
+
+
 def test_each_strip_highlights_its_own_stage():
     fig = pipeline_panels(STAGES)
-    strips = [ax for ax in fig.axes if not ax.images]
+    strips = [ax for ax in fig.axes if not ax.images and ax.texts]  # not the colorbar
     bold = [[t.get_text() for t in ax.texts if t.get_fontweight() == "bold"] for ax in strips]
     assert bold == [["X"], ["FFN"], ["LN"]]
     plt.close(fig)

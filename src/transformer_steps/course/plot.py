@@ -45,7 +45,8 @@ def loss_curves(ax, curves: dict, xlabel: str = "step", ylabel: str = "loss (nat
 def pipeline_panels(stages, ncols: int = 4, decimals: int = 2, panel_size=(2.6, 2.9), title: str | None = None):
     """A computation as a strip of frames to step through: one panel per stage, each with the whole pipeline
     drawn on top (done stages grey, the current one highlighted) and that stage's matrix as a heatmap below
-    (rows labelled t1, t2, ... as tokens, columns 1, 2, ... as features).
+    (rows labelled t1, t2, ... as tokens, columns 1, 2, ... as features). All panels share one colour scale,
+    symmetric around 0 and shown once, so a colour means the same value in every panel.
 
     stages: list of (step, title, matrix): `step` is the short name in the pipeline strip (e.g. "LN"),
     `title` the panel's caption (e.g. "H1 = LN(R1)"). Returns the figure.
@@ -61,6 +62,9 @@ def pipeline_panels(stages, ncols: int = 4, decimals: int = 2, panel_size=(2.6, 
     fig = plt.figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows), layout="constrained")
     grid = fig.add_gridspec(2 * nrows, ncols, height_ratios=[1, 5] * nrows)
     steps = [step for step, _, _ in stages]
+    values = [np.asarray(m.detach().cpu().double() if hasattr(m, "detach") else m, dtype=float) for _, _, m in stages]
+    lim = max(float(np.abs(v).max()) for v in values) or 1.0
+    heatmaps = []
     for k, (_, caption, matrix) in enumerate(stages):
         row, col = divmod(k, ncols)
         strip = fig.add_subplot(grid[2 * row, col])
@@ -73,9 +77,12 @@ def pipeline_panels(stages, ncols: int = 4, decimals: int = 2, panel_size=(2.6, 
                        fontweight="bold" if i == k else "normal",
                        bbox={"boxstyle": "round,pad=0.25", "facecolor": face, "edgecolor": "0.4"})
         rows, cols = np.shape(np.asarray(matrix.detach().cpu() if hasattr(matrix, "detach") else matrix))
-        heatmap(fig.add_subplot(grid[2 * row + 1, col]), matrix, row_labels=[f"t{i + 1}" for i in range(rows)],
-                col_labels=[str(j + 1) for j in range(cols)], decimals=decimals, colorbar=False,
-                title=f"{k + 1}. {caption}")
+        ax = fig.add_subplot(grid[2 * row + 1, col])
+        image = heatmap(ax, matrix, row_labels=[f"t{i + 1}" for i in range(rows)], cmap="RdBu_r",
+                        col_labels=[str(j + 1) for j in range(cols)], decimals=decimals, colorbar=False,
+                        vmin=-lim, vmax=lim, title=f"{k + 1}. {caption}")
+        heatmaps.append(ax)
+    fig.colorbar(image, ax=heatmaps, shrink=0.6, label="value (one scale for every panel)")
     if title:
         fig.suptitle(title)
     return fig
