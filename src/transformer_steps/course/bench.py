@@ -2,16 +2,27 @@
 
 (a) KV-cached vs naive greedy decoding; (b) our generate on from_hf(m) vs m.generate for the same tiny
 Llama; (c) the SDPA attention path vs the readable reference path (the op alone and a whole-model
-prefill); (d) on CUDA only: decode tokens/s and achieved memory bandwidth for a ~1B-parameter bf16 model.
-Each timing is the best (and median) wall time and the best CPU time of a few repeats after a warm-up. In (b)
-and (c) the two sides take turns, repeat by repeat; (a) times the cached side, then the naive one (fewer
+prefill); (d) on CUDA only: decode tokens/s and achieved memory bandwidth for a ~1B-parameter bf16 model;
+(e) cached greedy decode of the (a) model (12.6M parameters, float32) against this machine's weight-streaming
+bound, measured in the same run: one matrix-vector product over a square float32 matrix of as many bytes as
+a decode step reads (weights + KV cache), target >= 50% of that speed; (f) the compiled decode step of
+transformer_steps.compiled on the (b)-shaped tiny Llama: cold compile time (a fresh inductor cache), compiled
+vs eager ms per decode token, and the generation length at which compiling pays off. (f) is in the default run
+because it stays well under a minute (its cold compile takes 15-25 s here, the whole part 25-30 s); it needs
+a C++ compiler, and says so and moves on where there is none. Parts for --skip: decode, hf, attention, gpu,
+stream, compile.
+Each timing is the best (and median) wall time and the best CPU time of a few repeats after a warm-up. In (b),
+(c), (e) and (f) the sides take turns, repeat by repeat; (a) times the cached side, then the naive one (fewer
 repeats: it is the slow one), and (d) is one model on an unshared GPU. Ratios use the best wall times
-(CPU-time ratios in brackets: steadier on a shared machine).
+(CPU-time ratios in brackets: steadier on a shared machine). Decode time per token, in (d), (e) and (f), is
+(time of an n-token generate - time of a 1-token generate) / (n - 1): the prompt's prefill cancels.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import statistics
 import time
@@ -20,10 +31,11 @@ from typing import NamedTuple
 import torch
 
 from ..attention import attention, causal_mask
-from ..config import ModelConfig
+from ..config import PRESETS, ModelConfig
 from ..generate import generate
 from ..kv_cache import kv_bytes
 from ..model import TransformerLM
+from ..validate import check_int
 
 DECODE_CFG = {"vocab_size": 4096, "max_seq_len": 1024, "d_model": 384, "n_layers": 6, "n_heads": 6}
 QUICK_DECODE_CFG = {"vocab_size": 256, "max_seq_len": 128, "d_model": 64, "n_layers": 2, "n_heads": 2}
@@ -31,7 +43,10 @@ QUICK_DECODE_CFG = {"vocab_size": 256, "max_seq_len": 128, "d_model": 64, "n_lay
 GPU_CFG = {"vocab_size": 32000, "max_seq_len": 2048, "d_model": 2048, "n_layers": 20, "n_heads": 16,
            "n_kv_heads": 4, "norm": "rmsnorm", "ffn": "swiglu", "pos": "rope", "bias": False,
            "tie_embeddings": False}
-TARGETS = {"decode": 10.0, "hf": 2.0, "sdpa": 1.3, "max_abs_diff": 1e-5}
+# the (b)-shaped tiny Llama: op-bound at decode on a CPU, where a compiled step has the most to remove
+COMPILE_CFG = dict(PRESETS["llama-tiny"])
+QUICK_COMPILE_CFG = {**COMPILE_CFG, "vocab_size": 256, "max_seq_len": 128, "d_model": 64, "n_layers": 2}
+TARGETS = {"decode": 10.0, "hf": 2.0, "sdpa": 1.3, "max_abs_diff": 1e-5, "stream": 0.5}
 
 
 def synchronize(device):
@@ -192,6 +207,118 @@ def bench_gpu_bandwidth(cfg: ModelConfig, prompt_len: int, new_tokens: int, peak
             "fraction_of_peak": achieved / peak_bytes_per_s, "gpu": torch.cuda.get_device_name(device)}
 
 
+def per_step(full: Timing, one: Timing, steps: int) -> tuple[float, float, float]:
+    """(best wall, median wall, best CPU) seconds per decode step, from timings of an n-token and a 1-token
+    generate: generate(n) = prefill + (n - 1) steps, so the difference leaves the steps alone. NaN where load
+    on a shared machine swamped the difference (it came out <= 0)."""
+    def one_step(a: float, b: float) -> float:
+        return (a - b) / steps if a > b else math.nan
+    return one_step(full.best, one.best), one_step(full.median, one.median), one_step(full.cpu, one.cpu)
+
+
+def streaming_matrix(n_bytes: float, device, seed: int = 0) -> torch.Tensor:
+    """A square float32 matrix of n_bytes, to within one row: the weights of the weight-streaming bound.
+
+    Square, because MKL's matrix-vector kernel streams that shape near its best on this CPU; the model's
+    (out, 384) matrices, with 1.5 KB rows, stream slower (a matrix of that shape with the model's bytes took
+    5.2 ms here against 2.4 ms for a square one), and that gap is part of what the fraction measures."""
+    n = max(1, round(n_bytes / 4))
+    cols = max(1, math.isqrt(n))
+    gen = torch.Generator().manual_seed(seed)  # random values: no denormals or NaNs to slow the kernel
+    return torch.randn(max(1, round(n / cols)), cols, generator=gen).to(device)
+
+
+def bench_weight_streaming(cfg: ModelConfig, prompt_len: int, new_tokens: int, device, repeats: int = 3) -> dict:
+    """Cached greedy decode time per token vs the time to stream its bytes once: one matrix-vector product
+    (float32) over a matrix of the bytes a decode step reads (weights + KV cache at the mean context).
+
+    The three sides take turns under the same thread count: the n-token generate, the 1-token one (subtracted),
+    and n - 1 matrix-vector products (one per decode step, each reading the whole matrix again, as each step
+    reads every weight again). fraction = bound time / decode time per token: 1 = streaming speed."""
+    check_int("new_tokens (one prefill token, then decode steps)", new_tokens, 2)
+    torch.manual_seed(0)
+    model = TransformerLM(cfg).to(device).eval()
+    idx = random_prompt(1, prompt_len, cfg.vocab_size, device)
+    weight_bytes, cache_bytes = decode_bytes_per_token(model, prompt_len + new_tokens / 2)
+    matrix = streaming_matrix(weight_bytes + cache_bytes, device)  # (rows, cols)
+    x = torch.randn(matrix.shape[1], generator=torch.Generator().manual_seed(1)).to(device)  # (cols,)
+    steps = new_tokens - 1
+
+    def stream():
+        with torch.inference_mode():
+            for _ in range(steps):
+                torch.mv(matrix, x)  # (rows,)
+
+    t = side_by_side({"full": lambda: generate(model, idx, new_tokens, temperature=0.0),
+                      "one": lambda: generate(model, idx, 1, temperature=0.0), "bound": stream}, device, repeats)
+    decode, decode_median, decode_cpu = per_step(t["full"], t["one"], steps)
+    bound, bound_cpu = t["bound"].best / steps, t["bound"].cpu / steps
+    matrix_bytes = float(matrix.numel() * matrix.element_size())
+    return {"params": model.num_parameters(), "weight_bytes": weight_bytes, "kv_bytes": cache_bytes,
+            "matrix_bytes": matrix_bytes, "matrix_shape": tuple(matrix.shape), "decode_s": decode,
+            "decode_median_s": decode_median, "decode_cpu_s": decode_cpu, "bound_s": bound, "bound_cpu_s": bound_cpu,
+            "fraction": bound / decode, "cpu_fraction": bound_cpu / decode_cpu,
+            "decode_bytes_per_s": (weight_bytes + cache_bytes) / decode, "bound_bytes_per_s": matrix_bytes / bound,
+            "threads": torch.get_num_threads(), "tokens": new_tokens}
+
+
+def fresh_inductor_cache():
+    """A temporary, empty inductor cache for the block (a cold compile even when an earlier run left its
+    kernels on disk); a no-op where this torch lacks the helper (the compile may then be warm)."""
+    try:
+        from torch._inductor.utils import fresh_cache
+    except ImportError:
+        return contextlib.nullcontext()
+    return fresh_cache()
+
+
+def bench_compiled(cfg: ModelConfig, prompt_len: int, new_tokens: int, device, repeats: int = 3,
+                   mode: str = "static", backend: str = "inductor") -> dict:
+    """transformer_steps.compiled's greedy decode vs generate: the cold compile (the first call, in a fresh
+    inductor cache), the compile again with that cache warm (what a second process pays), ms per decode token
+    of both (interleaved), and the generation length at which the compile pays for itself.
+
+    Resets torch._dynamo (every compiled function of this process) so that the first call really compiles.
+    backend="eager" (dynamo's tracing alone, no code generation) is for tests: its "compile" is seconds."""
+    from ..compiled import CompiledDecoder
+
+    check_int("new_tokens (one prefill token, then decode steps)", new_tokens, 2)
+    torch.manual_seed(0)
+    model = TransformerLM(cfg).to(device).eval()
+    idx = random_prompt(1, prompt_len, cfg.vocab_size, device)
+    steps = new_tokens - 1
+
+    def first_call() -> tuple[CompiledDecoder, float]:
+        torch._dynamo.reset()
+        decoder = CompiledDecoder(model, 1, prompt_len + new_tokens, mode, backend)
+        # the prefill and one step, which compiles: the eager part is ~1 ms of the tens of seconds
+        return decoder, timed(lambda: decoder.generate(idx, 2), device, repeats=1, warmup=0).best
+
+    compile_s = {}
+    with fresh_inductor_cache():
+        _, compile_s["cold"] = first_call()
+        decoder, compile_s["warm"] = first_call()  # dynamo traces again; inductor finds its kernels on disk
+        identical = torch.equal(decoder.generate(idx, new_tokens), generate(model, idx, new_tokens, temperature=0.0))
+        t = side_by_side({"compiled": lambda: decoder.generate(idx, new_tokens),
+                          "compiled_one": lambda: decoder.generate(idx, 1),
+                          "eager": lambda: generate(model, idx, new_tokens, temperature=0.0),
+                          "eager_one": lambda: generate(model, idx, 1, temperature=0.0)}, device, repeats)
+    compiled, compiled_median, compiled_cpu = per_step(t["compiled"], t["compiled_one"], steps)
+    eager, eager_median, eager_cpu = per_step(t["eager"], t["eager_one"], steps)
+    saving = eager - compiled  # seconds per token; the compile is repaid after compile / saving tokens
+
+    def payoff(seconds: float) -> float:
+        return math.nan if math.isnan(saving) else seconds / saving if saving > 0 else math.inf
+
+    return {"params": model.num_parameters(), "mode": mode, "identical": identical, "tokens": new_tokens,
+            "cold_compile_s": compile_s["cold"], "warm_compile_s": compile_s["warm"],
+            "compiled_s": compiled, "compiled_median_s": compiled_median, "compiled_cpu_s": compiled_cpu,
+            "eager_s": eager, "eager_median_s": eager_median, "eager_cpu_s": eager_cpu,
+            "ratio": eager / compiled, "cpu_ratio": eager_cpu / compiled_cpu, "saving_s": saving,
+            "payoff_tokens": payoff(compile_s["cold"]), "warm_payoff_tokens": payoff(compile_s["warm"]),
+            "threads": torch.get_num_threads()}
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
@@ -205,7 +332,10 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per measurement (best is used)")
     parser.add_argument("--naive-repeats", type=int, default=1, help="timed repeats of the slow naive decode")
     parser.add_argument("--peak-bw", type=float, default=4.8e12, help="GPU peak memory bandwidth, B/s (H200)")
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: decode,hf,attention,gpu")
+    parser.add_argument("--skip", default="",
+                        help="comma-separated parts to skip: decode,hf,attention,gpu,stream,compile")
+    parser.add_argument("--compile-mode", default="static", choices=("static", "dynamic"),
+                        help="(f): static-shape cache (gpt-fast) or torch.compile(dynamic=True) over the forward")
     args = parser.parse_args(argv)
     from ..device import pick_device
 
@@ -221,6 +351,7 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
     prompt_len, new_tokens = (8, 24) if q else (16, 512)
     hf_layers, hf_hidden, hf_tokens = (2, 64, 24) if q else (4, 128, 256)
     seq_len = 64 if q else 512
+    stream_tokens = 24 if q else 256
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()} ({cores} usable cores, "
           f"load average {load:.1f}), repeats {args.repeats} "
           f"(naive decode {args.naive_repeats}), quick={q}; each time: best wall (median wall, best CPU) of the repeats")
@@ -291,6 +422,50 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
                   f"{r['weight_bytes'] / 1e9:.3f} GB weights + {r['kv_bytes'] / 1e9:.4f} GB KV per token -> "
                   f"{r['bytes_per_s'] / 1e9:.0f} GB/s = {r['fraction_of_peak']:.1%} of peak")
             rows.append(("(d) decode bandwidth / peak", f"{r['fraction_of_peak']:.1%}", "report", "info"))
+    if "stream" not in skip:
+        print(f"\n(e) cached decode vs the weight-streaming bound: the (a) model, prompt {prompt_len}, "
+              f"{stream_tokens} tokens, float32, {torch.get_num_threads()} thread(s) for both")
+        # best of at least 5: the bound and the decode both stream from DRAM, which other jobs share too
+        r = bench_weight_streaming(decode_cfg, prompt_len, stream_tokens, device, max(args.repeats, 5))
+        rows_, cols_ = r["matrix_shape"]
+        print(f"    {r['params'] / 1e6:.1f}M parameters: {r['weight_bytes'] / 1e6:.1f} MB weights + "
+              f"{r['kv_bytes'] / 1e6:.2f} MB KV read per token; bound: torch.mv over a ({rows_}, {cols_}) "
+              f"matrix, {r['matrix_bytes'] / 1e6:.1f} MB")
+        print(f"    decode {r['decode_s'] * 1e3:.3f} ms/token (median {r['decode_median_s'] * 1e3:.3f}, "
+              f"CPU {r['decode_cpu_s'] * 1e3:.3f}) = {r['decode_bytes_per_s'] / 1e9:.1f} GB/s")
+        print(f"    bound  {r['bound_s'] * 1e3:.3f} ms/token (CPU {r['bound_cpu_s'] * 1e3:.3f}) = "
+              f"{r['bound_bytes_per_s'] / 1e9:.1f} GB/s")
+        rows.append(("(e) decode / weight-streaming speed", f"{r['fraction']:.1%} ({r['cpu_fraction']:.1%})",
+                     f">= {TARGETS['stream']:.0%}" + (" (full sizes)" if q else ""),
+                     "info" if q else verdict(r["fraction"] >= TARGETS["stream"])))
+    if "compile" not in skip:
+        from ..compiled import compile_unavailable_reason
+
+        c = ModelConfig(**(QUICK_COMPILE_CFG if q else COMPILE_CFG))
+        compile_tokens = 24 if q else 256
+        # one thread, as (b) judges this model: one token of a 128-wide model is too little work to split
+        print(f"\n(f) compiled decode step ({args.compile_mode}) vs eager generate: the (b)-shaped tiny Llama "
+              f"(d_model {c.d_model}, {c.n_layers} layers, {c.n_heads} heads / {c.kv_heads} kv heads, vocab "
+              f"{c.vocab_size}), prompt {prompt_len}, {compile_tokens} greedy tokens, 1 thread")
+        reason = compile_unavailable_reason(device)
+        if reason:
+            print(f"    skipped: {reason}")
+        else:
+            torch.set_num_threads(1)
+            r = bench_compiled(c, prompt_len, compile_tokens, device, args.repeats, args.compile_mode)
+            torch.set_num_threads(args.threads)
+            print(f"    first call (compiles; fresh inductor cache) {r['cold_compile_s']:.1f} s; after a dynamo "
+                  f"reset, with inductor's cache warm, {r['warm_compile_s']:.1f} s")
+            for label, key in (("compiled", "compiled"), ("eager   ", "eager")):
+                print(f"    {label} {r[key + '_s'] * 1e3:.3f} ms/token (median {r[key + '_median_s'] * 1e3:.3f}, "
+                      f"CPU {r[key + '_cpu_s'] * 1e3:.3f})")
+            print(f"    saves {r['saving_s'] * 1e3:.3f} ms/token: the compile pays off after "
+                  f"{r['payoff_tokens']:,.0f} tokens cold, {r['warm_payoff_tokens']:,.0f} warm")
+            rows.append(("(f) compiled ids == eager ids", str(r["identical"]), "True", verdict(r["identical"])))
+            rows.append(("(f) eager / compiled decode time", f"{r['ratio']:.2f}x ({r['cpu_ratio']:.2f}x)",
+                         "report", "info"))
+            payoff = f"{r['cold_compile_s']:.1f} s, {r['payoff_tokens']:,.0f} tokens"
+            rows.append(("(f) cold compile, pays off after", payoff, "report", "info"))
     widths = [max(len(row[i]) for row in rows + [("check", "measured", "target", "result")]) for i in range(4)]
     print("\nratios use the best wall times (in brackets: best CPU times); PASS/FAIL judges the wall-time ratio")
     for row in [("check", "measured", "target", "result"), *rows]:
