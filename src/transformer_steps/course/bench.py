@@ -1,4 +1,4 @@
-"""Speed checks, measured side by side in one run: `python -m transformer_steps.bench [--quick] [--device cpu]`.
+"""Speed checks, measured side by side in one run: `python -m transformer_steps.course.bench [--quick] [--device cpu]`.
 
 (a) KV-cached vs naive greedy decoding; (b) our generate on from_hf(m) vs m.generate for the same tiny
 Llama; (c) the SDPA attention path vs the readable reference path (the op alone and a whole-model
