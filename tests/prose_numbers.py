@@ -1,7 +1,7 @@
 """The numbers a chapter's prose quotes must come out of its code: each number in a Markdown cell must appear,
 at the precision the prose gives it, among the text outputs of the code cells above it. A folded solution
-(<details>) may instead have its numbers asserted in the code above, e.g. in a cell the book hides, so that
-the answer is checked without being printed under the exercise.
+(<details>) may instead have its numbers asserted in the notebook's code, e.g. in a cell right after it that
+the book hides, so that the answer is checked without being printed, or written, above the solution.
 
 Not checked: numbers inside $math$, `code`, links to sources (a citation's year), headings' section numbers,
 small integers (0 to 12: counts, dimensions, exercise numbers), and the constants a cell declares in an HTML
@@ -83,11 +83,12 @@ def asserted_numbers(source: str) -> list[float]:
 
 def unbacked_numbers(notebook: dict) -> list[str]:
     """'cell N: number' for every prose number no output above it shows (nor, in a solution, an assert)."""
-    problems, outputs, asserted = [], [], []
+    asserted = [n for cell in notebook["cells"] if cell["cell_type"] == "code"
+                for n in asserted_numbers("".join(cell["source"]))]
+    problems, outputs = [], []
     for index, cell in enumerate(notebook["cells"]):
         if cell["cell_type"] == "code":
             outputs += output_numbers(cell_text(cell))
-            asserted += asserted_numbers("".join(cell["source"]))
         elif cell["cell_type"] == "markdown":
             markdown = "".join(cell["source"])
             solutions = " ".join(re.findall(r"<details>.*?</details>", markdown, flags=re.DOTALL))
