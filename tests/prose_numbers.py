@@ -10,6 +10,7 @@ a setting the prose explains, not a result)."""
 
 from __future__ import annotations
 
+import ast
 import re
 
 SMALL_INTEGERS = range(13)
@@ -77,8 +78,13 @@ def cell_text(cell) -> str:
 
 
 def asserted_numbers(source: str) -> list[float]:
-    """Numbers written in the assert statements of a code cell."""
-    return [n for line in source.splitlines() if line.strip().startswith("assert") for n in output_numbers(line)]
+    """Numbers written in the assert statements of a code cell (each statement whole, however it is wrapped)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [n for node in ast.walk(tree) if isinstance(node, ast.Assert)
+            for n in output_numbers(ast.get_source_segment(source, node) or "")]
 
 
 def unbacked_numbers(notebook: dict) -> list[str]:
