@@ -59,19 +59,25 @@ class CausalSelfAttention(nn.Module):
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, *, start_pos: int = 0, cache=None, rope=None, need_weights: bool = False):
-        """x (B, T, C) at positions start_pos .. start_pos + T - 1; rope = (cos, sin, signed_sin) tables (T, hs)."""
+    def project(self, x, rope=None):
+        """q, k, v of x (B, T, C): (B, nh, T, hs), (B, nkv, T, hs), (B, nkv, T, hs), q and k rotated by
+        rope = (cos, sin, signed_sin) tables (T, hs) when given."""
         B, T, _ = x.shape
         nh, nkv = self.n_heads, self.n_kv_heads
         qkv = self.qkv(x).view(B, T, nh + 2 * nkv, self.head_dim).transpose(1, 2)  # (B, nh + 2 nkv, T, hs)
         if rope is None:
-            q, k, v = qkv.split((nh, nkv, nkv), dim=1)  # (B, nh, T, hs), (B, nkv, T, hs), (B, nkv, T, hs)
-        elif self.impl == "reference":  # the formula: x * cos + rotate_half(x) * sin, on q and on k
+            return qkv.split((nh, nkv, nkv), dim=1)
+        if self.impl == "reference":  # the formula: x * cos + rotate_half(x) * sin, on q and on k
             q, k, v = qkv.split((nh, nkv, nkv), dim=1)
-            q, k = apply_rope(q, rope[0], rope[1]), apply_rope(k, rope[0], rope[1])
-        else:  # the same numbers, both rotated at once
-            qk, v = qkv.split((nh + nkv, nkv), dim=1)
-            q, k = fastpath.rope_q_and_k(qk, rope[0], rope[2]).split((nh, nkv), dim=1)
+            return apply_rope(q, rope[0], rope[1]), apply_rope(k, rope[0], rope[1]), v
+        qk, v = qkv.split((nh + nkv, nkv), dim=1)  # the same numbers, both rotated at once
+        q, k = fastpath.rope_q_and_k(qk, rope[0], rope[2]).split((nh, nkv), dim=1)
+        return q, k, v
+
+    def forward(self, x, *, start_pos: int = 0, cache=None, rope=None, need_weights: bool = False):
+        """x (B, T, C) at positions start_pos .. start_pos + T - 1; rope = (cos, sin, signed_sin) tables (T, hs)."""
+        B, T, _ = x.shape
+        q, k, v = self.project(x, rope)
         if cache is not None:
             k, v = cache.update(start_pos, k, v)  # (B, nkv, start_pos + T, hs)
         t_k = k.shape[2]

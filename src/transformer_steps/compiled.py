@@ -30,11 +30,9 @@ import shutil
 import torch
 import torch.nn.functional as F
 
-from . import fastpath
 from .attention import attention
 from .generate import decode_one_token
 from .model import TransformerLM
-from .positions import apply_rope
 from .validate import check_choice, check_int
 
 MODES = ("static", "dynamic")
@@ -73,15 +71,7 @@ def attend_one(attn, x: torch.Tensor, pos: torch.Tensor, k_cache: torch.Tensor, 
     Writes this position's key and value into k_cache, v_cache (B, nkv, max_len, hs) in place."""
     B, T, _ = x.shape
     nh, nkv, hs = attn.n_heads, attn.n_kv_heads, attn.head_dim
-    qkv = attn.qkv(x).view(B, T, nh + 2 * nkv, hs).transpose(1, 2)  # (B, nh + 2 nkv, 1, hs)
-    if rope is None:
-        q, k, v = qkv.split((nh, nkv, nkv), dim=1)  # (B, nh, 1, hs), (B, nkv, 1, hs), (B, nkv, 1, hs)
-    elif attn.impl == "reference":
-        q, k, v = qkv.split((nh, nkv, nkv), dim=1)
-        q, k = apply_rope(q, rope[0], rope[1]), apply_rope(k, rope[0], rope[1])
-    else:
-        qk, v = qkv.split((nh + nkv, nkv), dim=1)
-        q, k = fastpath.rope_q_and_k(qk, rope[0], rope[2]).split((nh, nkv), dim=1)
+    q, k, v = attn.project(x, rope)  # (B, nh, 1, hs), (B, nkv, 1, hs), (B, nkv, 1, hs)
     k_cache.index_copy_(2, pos, k)  # the same shapes every step: one compiled graph for every position
     v_cache.index_copy_(2, pos, v)
     if attn.impl == "reference":
