@@ -12,6 +12,8 @@ import threading
 import urllib.parse
 from pathlib import Path
 
+from figure_browser import operate_figures
+
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
                  "--disable-background-networking", "--disable-component-update"]
 
@@ -71,6 +73,7 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
     from playwright.sync_api import sync_playwright
 
     problems: list[str] = []
+    operated: list[str] = []
     external: set[str] = set()
     server, base = serve(root)
     try:
@@ -111,6 +114,9 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
                 for url in failed:
                     problems.append(f"{rel}: failed request for a local resource: {url}")
                 problems += _check_links(root, rel, state["links"])
+                figure_problems, actions = operate_figures(page, rel)
+                problems += figure_problems
+                operated += actions
                 if rel in notebooks:
                     want = expected_colab_url(repository_url, branch, rel)
                     colab = [h for h in state["links"] if "colab.research.google.com" in h]
@@ -123,7 +129,7 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
             browser.close()
     finally:
         server.shutdown()
-    notes = [f"blocked external request: {u}" for u in sorted(external)]
+    notes = [f"blocked external request: {u}" for u in sorted(external)] + operated
     return problems, notes
 
 

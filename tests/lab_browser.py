@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from book_browser import CHROMIUM_ARGS, _chromium
+from figure_browser import operate_figures
 
 # What MyST would have turned into something else: roles, fences and directive options, as Lab shows them
 RAW_MYST = re.compile(r"\{(?:term|cite|glue(?::\w+)?|ref|doc|numref|eq|math)\}|^\s*:{3,}|\{admonition\}|"
@@ -76,8 +77,10 @@ def jupyterlab(root_dir: Path, work: Path):
         log.close()
 
 
-def check_notebooks(base: str, token: str, names: list[str], screenshot: dict[str, Path] | None = None) -> list[str]:
-    """Problems a JupyterLab reader would see in each notebook (paths relative to the server's root)."""
+def check_notebooks(base: str, token: str, names: list[str], screenshot: dict[str, Path] | None = None,
+                    operated: list[str] | None = None) -> list[str]:
+    """Problems a JupyterLab reader would see in each notebook (paths relative to the server's root). Every
+    interactive figure is operated too; what was done is appended to `operated`."""
     from playwright.sync_api import sync_playwright
 
     problems = []
@@ -99,6 +102,10 @@ def check_notebooks(base: str, token: str, names: list[str], screenshot: dict[st
             for i, text in enumerate(state["text"]):
                 for m in RAW_MYST.finditer(text):
                     problems.append(f"{name}: Markdown cell {i} shows raw MyST: {text[max(0, m.start() - 30):m.end() + 30]!r}")
+            figure_problems, actions = operate_figures(page, name)
+            problems += figure_problems
+            if operated is not None:
+                operated += actions
             if state["open"]:
                 problems.append(f"{name}: {state['open']} of {state['details']} solutions are open")
             if screenshot and name in screenshot:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 # Preinstalled on Colab and used by the chapters; pinned to this environment's versions so pip reuses them.
 COLAB_PACKAGES = [f"{name}=={version(name)}" for name in ("torch", "numpy", "matplotlib", "ipykernel",
-                                                           "ipywidgets", "transformers")]
+                                                           "ipywidgets", "transformers", "plotly")]
 OLDER_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
 
 

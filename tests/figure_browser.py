@@ -1,0 +1,89 @@
+"""Operate every interactive (plotly) figure on an open page, as a reader would, and list what fails:
+the figure must be drawn; a step-through must change its frame on Next and come back on Prev; a heatmap must
+show a cell's value under the pointer. Used by the book's and JupyterLab's browser tests."""
+
+from __future__ import annotations
+
+import re
+
+# plotly marks every graph it draws with .js-plotly-plot; the book's figure containers carry .ts-figure.
+FIGURES_JS = """() => {
+  const expected = document.querySelectorAll('.ts-figure, .jp-RenderedPlotly').length;
+  const graphs = [...document.querySelectorAll('.js-plotly-plot')];
+  return {expected, drawn: graphs.filter(g => g.querySelector('.main-svg') && g._fullLayout).length,
+          ids: graphs.map(g => g.id || '')};
+}"""
+
+TITLE_JS = "(i) => { const g = document.querySelectorAll('.js-plotly-plot')[i]; " \
+           "return (g._fullLayout.title && g._fullLayout.title.text) || ''; }"
+
+# The screen position of the middle cell of the figure's first heatmap, and its value.
+HOVER_TARGET_JS = """(i) => {
+  const g = document.querySelectorAll('.js-plotly-plot')[i];
+  const t = g._fullData.findIndex(d => d.type === 'heatmap' && d.visible !== false);
+  if (t < 0) return null;
+  const d = g._fullData[t], z = d.z, r = Math.floor(z.length / 2), c = Math.floor(z[0].length / 2);
+  const xa = g._fullLayout[d.xaxis.replace('x', 'xaxis')], ya = g._fullLayout[d.yaxis.replace('y', 'yaxis')];
+  const xv = d.x ? d.x[c] : c, yv = d.y ? d.y[r] : r;
+  const box = g.getBoundingClientRect();
+  return {x: box.left + xa._offset + xa.d2p(xv), y: box.top + ya._offset + ya.d2p(yv), z: z[r][c]};
+}"""
+
+HOVER_TEXT_JS = "(i) => [...document.querySelectorAll('.js-plotly-plot')[i]" \
+                ".querySelectorAll('.hoverlayer .hovertext')].map(h => h.textContent).join(' ')"
+
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _button(page, i: int, label: str):
+    return page.locator(".js-plotly-plot").nth(i).locator(".updatemenu-button", has_text=label)
+
+
+def operate_figures(page, where: str, timeout_ms: int = 15_000) -> tuple[list[str], list[str]]:
+    """(problems, actions done) for every plotly figure on the page; where names the page in messages."""
+    from transformer_steps.course.interactive import NEXT, PREV
+
+    problems, done = [], []
+    try:
+        page.wait_for_function("() => document.querySelectorAll('.ts-figure, .jp-RenderedPlotly').length === 0 "
+                               "|| [...document.querySelectorAll('.ts-figure, .jp-RenderedPlotly')].every("
+                               "f => f.querySelector('.main-svg'))", timeout=timeout_ms)
+    except Exception:  # noqa: BLE001 - reported below as figures not drawn
+        pass
+    state = page.evaluate(FIGURES_JS)
+    if state["drawn"] < state["expected"]:
+        problems.append(f"{where}: {state['expected'] - state['drawn']} of {state['expected']} interactive "
+                        "figures not drawn (plotly.js did not load?)")
+    for i in range(len(state["ids"])):
+        name = state["ids"][i] or f"figure {i + 1}"
+        page.locator(".js-plotly-plot").nth(i).scroll_into_view_if_needed()
+        target = page.evaluate(HOVER_TARGET_JS, i)
+        if target is not None:
+            text = ""
+            for dx in (0, 1, 2):  # plotly shows the label on a mouse move; nudge once or twice if it is late
+                page.mouse.move(target["x"] + dx, target["y"])
+                page.wait_for_timeout(300)
+                text = page.evaluate(HOVER_TEXT_JS, i)
+                if text:
+                    break
+            values = [float(v) for v in NUMBER.findall(text)]
+            if not any(abs(v - target["z"]) <= 0.0051 for v in values):
+                problems.append(f"{where}: {name}: hovering a cell of value {target['z']} shows {text!r}")
+            else:
+                done.append(f"{where}: {name}: hover shows {text!r}")
+            page.mouse.move(0, 0)
+        if _button(page, i, NEXT).count():
+            before = page.evaluate(TITLE_JS, i)
+            _button(page, i, NEXT).first.click()
+            page.wait_for_timeout(300)
+            after = page.evaluate(TITLE_JS, i)
+            _button(page, i, PREV).first.click()
+            page.wait_for_timeout(300)
+            back = page.evaluate(TITLE_JS, i)
+            if after == before:
+                problems.append(f"{where}: {name}: Next did not change the frame (title stays {before!r})")
+            elif back != before:
+                problems.append(f"{where}: {name}: Prev after Next shows {back!r}, not {before!r}")
+            else:
+                done.append(f"{where}: {name}: Next {before!r} -> {after!r}, Prev back")
+    return problems, done
