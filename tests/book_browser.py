@@ -35,8 +35,18 @@ PAGE_STATE_JS = """async () => {
     untypeset: maths.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.slice(0, 60)),
     broken_images: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
     links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
+    // at the book's column width: a figure shrunk more than 1.5x, a formula or a code block wider than its box
+    shrunk: imgs.filter(i => i.closest('main') && i.clientWidth && i.naturalWidth / i.clientWidth > 1.5)
+               .map(i => `${i.getAttribute('src').slice(-40)} (${i.naturalWidth} px shown at ${i.clientWidth})`),
+    wide_math: [...document.querySelectorAll('mjx-container[display="true"]')]
+               .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 60)),
   };
 }"""
+
+# Code and printed output wider than their box (they would scroll sideways). Checked at 1440 px, where the code
+# column holds 87 characters: lines are kept to 80 (tests/test_notebook_hygiene.py), which fit from there up.
+WIDE_CODE_JS = """() => [...document.querySelectorAll('main pre')].filter(p => p.scrollWidth > p.clientWidth + 1)
+  .map(p => p.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), ''))"""
 
 RAW_TEX = re.compile(r"\$\$|\\begin\{|\\frac|\\mathbf|\\\(|\\\[|\$[^$\n]*[\\^_{][^$\n]*\$")
 
@@ -109,11 +119,19 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
                     problems.append(f"{rel}: formula not typeset: {m!r}")
                 for m in RAW_TEX.finditer(text):
                     problems.append(f"{rel}: raw TeX in the text: {text[max(0, m.start() - 30):m.end() + 30]!r}")
+                for src in state["shrunk"]:
+                    problems.append(f"{rel}: figure shrunk by more than 1.5x: {src}")
+                for m in state["wide_math"]:
+                    problems.append(f"{rel}: formula wider than the column: {m!r}")
                 for src in state["broken_images"]:
                     problems.append(f"{rel}: image did not load: {src}")
                 for url in failed:
                     problems.append(f"{rel}: failed request for a local resource: {url}")
                 problems += _check_links(root, rel, state["links"])
+                page.set_viewport_size({"width": 1440, "height": 800})
+                for line in page.evaluate(WIDE_CODE_JS):
+                    problems.append(f"{rel}: code or output wider than the column at 1440 px: {line[:90]!r}")
+                page.set_viewport_size({"width": 1280, "height": 800})
                 figure_problems, actions = operate_figures(page, rel)
                 problems += figure_problems
                 operated += actions

@@ -4,7 +4,9 @@ show a cell's value under the pointer. Used by the book's and JupyterLab's brows
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 # plotly marks every graph it draws with .js-plotly-plot; the book's figure containers carry .ts-figure.
 FIGURES_JS = """() => {
@@ -35,6 +37,21 @@ HOVER_TEXT_JS = "(i) => [...document.querySelectorAll('.js-plotly-plot')[i]" \
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
+def stored_figures(book: Path) -> list[tuple[str, str, bool, bool]]:
+    """Every interactive figure the chapters store: (notebook file name, element id, whether it steps,
+    whether it has a heatmap to hover)."""
+    found = []
+    for path in sorted(book.glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            for out in cell.get("outputs", []):
+                spec = out.get("data", {}).get("application/vnd.plotly.v1+json")
+                if spec:
+                    element = re.search(r'<div id="(ts-[a-z0-9-]+)"', "".join(out["data"]["text/html"])).group(1)
+                    heatmap = any(trace.get("type") == "heatmap" for trace in spec["data"])
+                    found.append((path.name, element, bool(spec.get("frames")), heatmap))
+    return found
+
+
 def _button(page, i: int, label: str):
     return page.locator(".js-plotly-plot").nth(i).locator(".updatemenu-button", has_text=label)
 
@@ -44,12 +61,13 @@ def operate_figures(page, where: str, timeout_ms: int = 15_000) -> tuple[list[st
     from transformer_steps.course.interactive import NEXT, PREV
 
     problems, done = [], []
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     try:
-        page.wait_for_function("() => document.querySelectorAll('.ts-figure, .jp-RenderedPlotly').length === 0 "
-                               "|| [...document.querySelectorAll('.ts-figure, .jp-RenderedPlotly')].every("
+        page.wait_for_function("() => [...document.querySelectorAll('.ts-figure, .jp-RenderedPlotly')].every("
                                "f => f.querySelector('.main-svg'))", timeout=timeout_ms)
-    except Exception:  # noqa: BLE001 - reported below as figures not drawn
-        pass
+    except PlaywrightTimeout:
+        problems.append(f"{where}: interactive figures still not drawn after {timeout_ms / 1000:g} s")
     state = page.evaluate(FIGURES_JS)
     if state["drawn"] < state["expected"]:
         problems.append(f"{where}: {state['expected'] - state['drawn']} of {state['expected']} interactive "

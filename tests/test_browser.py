@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from book_browser import _chromium, check_book, site_settings
+from figure_browser import stored_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
@@ -40,6 +41,10 @@ def test_built_book_reads_offline(site):
         print(note)
     assert not problems, "\n".join(problems)
     assert {p.stem for p in shots.glob("*.png")} >= {Path(n).stem for n in notebooks}
+    # every interactive figure was drawn and operated: hovered, and stepped with Next and Prev if it steps
+    for _, element, steps, hovers in stored_figures(ROOT / "book"):
+        assert not hovers or any(f"{element}: hover shows" in n for n in notes), f"{element} was not hovered"
+        assert not steps or any(f"{element}: Next" in n for n in notes), f"{element} was not stepped"
 
 
 def _inject(page: Path, html: str):
@@ -73,8 +78,17 @@ def test_checker_catches_a_broken_page(site, tmp_path):
                                page.read_text(encoding="utf-8")), encoding="utf-8")
         _inject(page, '<span class="math notranslate nohighlight">\\(y^2\\)</span>')
 
+    # a figure whose JavaScript fails to load: the book's copy of plotly.js is gone (and the CDN is blocked)
+    figure_page = next((str(p.relative_to(copy)) for p in sorted(copy.glob("book/*.html"))
+                        if "ts-figure" in p.read_text(encoding="utf-8")), None)
+    if figure_page:
+        (copy / "_static" / "plotly.min.js").unlink()
+
     problems, _ = check_book(copy, url, branch, notebooks)
     report = "\n".join(problems)
+    if figure_page:
+        assert f"{figure_page}: failed request for a local resource" in report
+        assert re.search(re.escape(figure_page) + r": \d+ of \d+ interactive figures not drawn", report), report
     assert f"{intro}: image did not load: no-such-figure.png" in report
     assert f"{intro}: raw TeX in the text" in report and "Energy: $E = mc^2$" in report
     assert f"{intro}: broken internal link 'no-such-page.html'" in report
@@ -82,5 +96,5 @@ def test_checker_catches_a_broken_page(site, tmp_path):
     if chapter:
         assert f"{chapter}: Colab button points to" in report
         assert f"{chapter}: formula not typeset" in report or f"{chapter}: 1 formulas but MathJax" in report
-    untouched = notebooks - {chapter}
+    untouched = notebooks - {chapter, figure_page}
     assert not [p for p in problems if p.split(":")[0] in untouched]

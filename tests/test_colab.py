@@ -16,6 +16,7 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
+import figure_audit
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -74,13 +75,16 @@ def test_chapter_runs_in_colab_and_reproduces_its_outputs(colab_kernel, path):
     python, workdir = colab_kernel
     stored = nbformat.read(path, as_version=4)
     nb = nbformat.read(path, as_version=4)
+    figure_audit.instrument(nb)  # the static figures are audited on the way (tests/figure_audit.py)
     start = time.perf_counter()
     NotebookClient(nb, kernel_name="colab-sim", timeout=600,
                    resources={"metadata": {"path": str(workdir)}}).execute()
     print(f"{path.name}: {time.perf_counter() - start:.1f} s in simulated Colab")
+    unreadable = figure_audit.findings(nb)
     diffs = differences(stored, nb)
     assert not diffs, (f"{path.name} on an older CPU (generic kernels) prints other outputs than the stored ones:\n"
                        + "\n".join(diffs))
+    assert not unreadable, f"{path.name}: figures not readable at the book's column width:\n" + "\n".join(unreadable)
     installed = subprocess.run([str(python), "-c", "import transformer_steps, sys; print(transformer_steps.__file__)"],
                                capture_output=True, text=True, check=True).stdout
     assert str(ROOT / "src") not in installed, "the package must come from the setup cell's pip install"

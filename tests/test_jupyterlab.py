@@ -13,6 +13,7 @@ from pathlib import Path
 import lab_browser
 import pytest
 from book_browser import _chromium
+from figure_browser import stored_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
@@ -44,9 +45,18 @@ def test_every_chapter_reads_in_jupyterlab(lab):
     base, token, _ = lab
     shots = ROOT / "_build" / "screenshots"
     first = f"book/{NOTEBOOKS[0].name}"
-    problems = lab_browser.check_notebooks(base, token, [f"book/{p.name}" for p in NOTEBOOKS],
+    operated: list[str] = []
+    problems = lab_browser.check_notebooks(base, token, [f"book/{p.name}" for p in NOTEBOOKS], operated=operated,
                                            screenshot={first: shots / f"jupyterlab_{NOTEBOOKS[0].stem}.png"})
+    print("\n".join(operated))
     assert not problems, "\n".join(problems)
+    # every interactive figure drawn by plotly's JupyterLab extension, hovered, and stepped if it steps
+    figures = stored_figures(ROOT / "book")
+    for notebook in {nb for nb, *_ in figures}:
+        mine = [(steps, hovers) for nb, _, steps, hovers in figures if nb == notebook]
+        hovered = [n for n in operated if n.startswith(f"book/{notebook}:") and ": hover shows" in n]
+        stepped = [n for n in operated if n.startswith(f"book/{notebook}:") and ": Next" in n]
+        assert (len(stepped), len(hovered)) == tuple(map(sum, zip(*mine))), (notebook, operated)
     assert (shots / f"jupyterlab_{NOTEBOOKS[0].stem}.png").is_file()
 
 

@@ -13,6 +13,21 @@ SETUP_CELL = (BOOK / "_setup_cell.py").read_text()
 MAX_EXEMPT_FRACTION = 0.10
 # The book's code column shows 75 characters at 1280 px and 87 at 1440 px: longer lines are cut off there.
 MAX_CODE_LINE = 80
+MAX_NOTEBOOK_BYTES = 2_000_000
+# What a chapter may output. plotly's own type is there for JupyterLab (the book shows the HTML beside it, and
+# _config.yml silences myst-nb's warning about that type only because nothing else unusual can get through).
+ALLOWED_MIME_TYPES = {"text/plain", "text/html", "image/png", "application/vnd.plotly.v1+json"}
+
+
+def text_outputs(cell: dict) -> str:
+    """What a code cell prints, as the book shows it: streams, and the plain text of results without HTML."""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            parts.append("".join(out["text"]))
+        elif "text/html" not in out.get("data", {}) and "text/plain" in out.get("data", {}):
+            parts.append("".join(out["data"]["text/plain"]))
+    return "\n".join(parts)
 
 
 def toc_files(node) -> list[str]:
@@ -81,6 +96,20 @@ class TestNotebook:
         assert wide == [], (f"{len(wide)} code lines wider than {MAX_CODE_LINE} characters (cut off in the book); "
                             f"`ruff format --line-length 79 --isolated {notebook.relative_to(ROOT)}` wraps most, "
                             f"long strings and comments need splitting by hand: {wide[:3]}")
+
+    def test_printed_lines_fit_the_book_column(self, notebook):
+        wide = [line for c in code_cells(notebook) for line in text_outputs(c).splitlines()
+                if len(line) > MAX_CODE_LINE]
+        assert wide == [], (f"{len(wide)} printed lines wider than {MAX_CODE_LINE} characters (cut off in the "
+                            f"book): {wide[:3]}")
+
+    def test_small_enough(self, notebook):
+        size = notebook.stat().st_size
+        assert size <= MAX_NOTEBOOK_BYTES, f"{size:,} bytes; keep a chapter under {MAX_NOTEBOOK_BYTES:,}"
+
+    def test_outputs_use_known_mime_types(self, notebook):
+        found = {mime for c in code_cells(notebook) for out in c.get("outputs", []) for mime in out.get("data", {})}
+        assert found <= ALLOWED_MIME_TYPES, f"unexpected output types {found - ALLOWED_MIME_TYPES}"
 
     def test_never_sets_mplbackend(self, notebook):
         assert "MPLBACKEND" not in notebook.read_text(), "MPLBACKEND hides plots from the book"
