@@ -26,6 +26,10 @@ VISIBLE_TEXT_JS = """() => {
 }"""
 
 PAGE_STATE_JS = """async () => {
+  // MathJax is deferred: on a page that also loads plotly.js (4.8 MB) it can start after the network is idle
+  for (let k = 0; k < 50 && document.querySelector('.math') && !(window.MathJax && MathJax.startup); k++) {
+    await new Promise(r => setTimeout(r, 100));
+  }
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
   const maths = [...document.querySelectorAll('.math')];
   const imgs = [...document.images].filter(i => i.getAttribute('src'));
@@ -106,7 +110,8 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
                         and failed.append(req.url))
                 page.on("response", lambda res, failed=failed: res.url.startswith(base) and res.status >= 400
                         and failed.append(f"{res.url} ({res.status})"))
-                page.goto(base + path, wait_until="networkidle")
+                page.goto(base + path, wait_until="load")  # every script ran, deferred ones (MathJax) too
+                page.wait_for_load_state("networkidle")
                 rel = urllib.parse.unquote(page.url[len(base):].split("#")[0])  # after redirects
                 if rel != path:
                     page.close()

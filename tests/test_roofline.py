@@ -134,4 +134,6 @@ def test_roofline_plot_draws_one_roof_per_chip_and_one_line_per_point():
     roofline_plot(ax, [H100_SXM, EPYC_9654], {"decode": 1.0, "prefill": 500.0})
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels[:2] == [H100_SXM.name, EPYC_9654.name] and labels[2].startswith("decode")
+    assert labels[:2] == [f"{H100_SXM.name}: ridge {H100_SXM.ridge:.0f} FLOP/B",
+                          f"{EPYC_9654.name}: ridge {EPYC_9654.ridge:.0f} FLOP/B"]
+    assert labels[2].startswith("decode") and not ax.texts  # the ridges are named in the legend only

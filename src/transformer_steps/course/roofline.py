@@ -132,16 +132,16 @@ def prefill_cost(cfg: ModelConfig, prompt_len: int, *, bytes_per_element: int = 
 
 def roofline_plot(ax, hardware: list[Hardware], points: dict[str, float], *, intensity_range=(0.1, 10_000)):
     """Log-log roofline: attainable FLOP/s vs arithmetic intensity for each chip; points = {label: intensity}
-    drawn as vertical lines; each chip's ridge point marked."""
+    drawn as vertical lines; each chip's ridge point marked with a dot and named in the legend (ridges of
+    similar chips sit close together, where labels beside the dots would overlap)."""
     import numpy as np
 
     lo, hi = intensity_range
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
     for chip in hardware:
-        line, = ax.plot(x, np.minimum(chip.peak_flops, chip.bandwidth * x), label=chip.name)
+        line, = ax.plot(x, np.minimum(chip.peak_flops, chip.bandwidth * x),
+                        label=f"{chip.name}: ridge {chip.ridge:.0f} FLOP/B")
         ax.plot([chip.ridge], [chip.peak_flops], "o", color=line.get_color())
-        ax.annotate(f"ridge {chip.ridge:.0f}", (chip.ridge, chip.peak_flops), textcoords="offset points",
-                    xytext=(4, -12), fontsize=8, color=line.get_color())
     for i, (label, intensity) in enumerate(points.items()):
         ax.axvline(intensity, color=f"C{len(hardware) + i}", linestyle="--", label=f"{label}: {intensity:.3g} FLOP/B")
     ax.set_xscale("log")
@@ -149,4 +149,4 @@ def roofline_plot(ax, hardware: list[Hardware], points: dict[str, float], *, int
     ax.set_xlabel("arithmetic intensity (FLOPs per byte)")
     ax.set_ylabel("attainable FLOP/s")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below, clear of the lines
