@@ -74,7 +74,9 @@ def operate_figures(page, where: str, timeout_ms: int = 15_000) -> tuple[list[st
                         "figures not drawn (plotly.js did not load?)")
     for i in range(len(state["ids"])):
         name = state["ids"][i] or f"figure {i + 1}"
-        page.locator(".js-plotly-plot").nth(i).scroll_into_view_if_needed()
+        # to the middle of the window, clear of toolbars and notices at its edges (JupyterLab's news toast)
+        page.evaluate("(i) => document.querySelectorAll('.js-plotly-plot')[i].scrollIntoView({block: 'center'})", i)
+        page.wait_for_timeout(200)
         target = page.evaluate(HOVER_TARGET_JS, i)
         if target is not None:
             text = ""

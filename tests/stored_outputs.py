@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
 import re
 from pathlib import Path
 
@@ -29,6 +30,8 @@ def comparable(outputs: list, rules) -> dict[str, str]:
         elif out["output_type"] in ("display_data", "execute_result"):
             for mime, value in out.get("data", {}).items():
                 if mime not in NOT_COMPARED:
+                    if isinstance(value, dict):  # JSON data (plotly's figure): nbformat stores its keys sorted
+                        value = json.dumps(value, sort_keys=True)
                     found[mime] = found.get(mime, "") + ("".join(value) if isinstance(value, list) else str(value))
         elif out["output_type"] == "error":
             found["error"] = f"{out['ename']}: {out['evalue']}"

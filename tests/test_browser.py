@@ -78,17 +78,18 @@ def test_checker_catches_a_broken_page(site, tmp_path):
                                page.read_text(encoding="utf-8")), encoding="utf-8")
         _inject(page, '<span class="math notranslate nohighlight">\\(y^2\\)</span>')
 
-    # a figure whose JavaScript fails to load: the book's copy of plotly.js is gone (and the CDN is blocked)
+    # a figure whose JavaScript fails to load: the page's plotly.js is missing (and the CDN is blocked)
     figure_page = next((str(p.relative_to(copy)) for p in sorted(copy.glob("book/*.html"))
                         if "ts-figure" in p.read_text(encoding="utf-8")), None)
-    if figure_page:
-        (copy / "_static" / "plotly.min.js").unlink()
+    assert figure_page, "no chapter page holds an interactive figure"
+    page = copy / figure_page
+    page.write_text(page.read_text(encoding="utf-8").replace("_static/plotly.min.js", "_static/no-plotly.js"),
+                    encoding="utf-8")
 
     problems, _ = check_book(copy, url, branch, notebooks)
     report = "\n".join(problems)
-    if figure_page:
-        assert f"{figure_page}: failed request for a local resource" in report
-        assert re.search(re.escape(figure_page) + r": \d+ of \d+ interactive figures not drawn", report), report
+    assert f"{figure_page}: failed request for a local resource" in report
+    assert re.search(re.escape(figure_page) + r": \d+ of \d+ interactive figures not drawn", report), report
     assert f"{intro}: image did not load: no-such-figure.png" in report
     assert f"{intro}: raw TeX in the text" in report and "Energy: $E = mc^2$" in report
     assert f"{intro}: broken internal link 'no-such-page.html'" in report
