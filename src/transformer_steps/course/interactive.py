@@ -57,8 +57,9 @@ class Figure:
         return {
             "application/vnd.plotly.v1+json": spec,
             "text/html": _html(self.element_id, spec, self.height),
-            "text/plain": f"<interactive figure {self.name!r}: hover it, or step through it, in the book, "
-                          "Colab or JupyterLab>",
+            "text/plain": f"<interactive figure {self.name!r}: "
+                          f"{'step through it and hover it' if spec.get('frames') else 'hover it'} "
+                          "in the book, Colab or JupyterLab>",
         }
 
 
