@@ -19,6 +19,8 @@ FIGURES_JS = """() => {
 TITLE_JS = "(i) => { const g = document.querySelectorAll('.js-plotly-plot')[i]; " \
            "return (g._fullLayout.title && g._fullLayout.title.text) || ''; }"
 
+HEIGHT_JS = "(i) => document.querySelectorAll('.js-plotly-plot')[i].offsetHeight"
+
 # The screen position of the middle cell of the figure's first heatmap, and its value.
 HOVER_TARGET_JS = """(i) => {
   const g = document.querySelectorAll('.js-plotly-plot')[i];
@@ -94,9 +96,13 @@ def operate_figures(page, where: str, timeout_ms: int = 15_000) -> tuple[list[st
             page.mouse.move(0, 0)
         if _button(page, i, NEXT).count():
             before = page.evaluate(TITLE_JS, i)
+            height = page.evaluate(HEIGHT_JS, i)
             _button(page, i, NEXT).first.click()
             page.wait_for_timeout(300)
             after = page.evaluate(TITLE_JS, i)
+            if page.evaluate(HEIGHT_JS, i) < 0.9 * height:  # JupyterLab once shrank an autosized figure to its buttons
+                problems.append(f"{where}: {name}: the figure shrank from {height} px to "
+                                f"{page.evaluate(HEIGHT_JS, i)} px on Next")
             _button(page, i, PREV).first.click()
             page.wait_for_timeout(300)
             back = page.evaluate(TITLE_JS, i)

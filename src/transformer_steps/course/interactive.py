@@ -24,6 +24,10 @@ from ..validate import check_int
 
 _NAME = re.compile(r"[a-z][a-z0-9-]*\Z")
 PREV, NEXT = "◀ Prev", "Next ▶"
+# Fixed size, not autosize: JupyterLab's plotly renderer resizes an autosized figure to its container, which
+# has no height of its own, and a step-through collapsed to its buttons after the first Next. 680 px fits the
+# book's column (688 px at a 1280 px window).
+WIDTH = 680
 
 
 class Figure:
@@ -39,7 +43,7 @@ class Figure:
             raise ValueError(f"name must be lower-case letters, digits and '-', starting with a letter; got {name!r}")
         self.figure, self.name = figure, name
         self.height = check_int("height", height, 100, 2000)
-        figure.update_layout(height=self.height, autosize=True)
+        figure.update_layout(height=self.height, width=WIDTH, autosize=False)
 
     @property
     def element_id(self) -> str:
@@ -49,7 +53,7 @@ class Figure:
         """data, layout, frames and config as plain JSON (no typed arrays, so the stored output is readable)."""
         spec = json.loads(self.figure.to_json(engine="json"))
         spec = _plain(spec)
-        spec["config"] = {"displaylogo": False, "responsive": True, "scrollZoom": False}
+        spec["config"] = {"displaylogo": False, "responsive": False, "scrollZoom": False}
         return spec
 
     def _repr_mimebundle_(self, include=None, exclude=None):
