@@ -4,8 +4,7 @@ cell wraps matplotlib's print_figure, which the inline backend calls for every f
 prints what it found. Both cells are removed again before the outputs are compared with the stored ones.
 
 The rules: the book shows a figure at most 688 px wide (its column at a 1280 px window) and shrinks wider
-ones, so
-- a figure is at most 1.5x the column (the browser test checks the shrink in the built book too);
+ones (by at most 1.5x: tests/test_browser.py measures that in the built book), so
 - every text is at least 8 px on screen after that shrink;
 - an axes with more than one line has a legend;
 - images compared in one figure share one colour scale, unless each has its own colour bar."""
@@ -17,7 +16,6 @@ import json
 import nbformat
 
 COLUMN_PX = 688
-MAX_SHRINK = 1.5
 MIN_TEXT_PX = 8.0
 MARK = "FIGURE-AUDIT:"
 
@@ -35,8 +33,6 @@ def _audit(fig, png, dpi):
     width = _struct.unpack(">I", png[16:20])[0]
     shrink = max(1.0, width / {COLUMN_PX})
     found = []
-    if shrink > {MAX_SHRINK}:
-        found.append(f"{{width}} px wide: the book shrinks it {{shrink:.2f}}x (at most {MAX_SHRINK})")
     small = sorted({{(round(t.get_fontsize() * dpi / 72 / shrink, 1), t.get_text().strip()[:30])
                     for t in fig.findobj(_mtext.Text) if t.get_visible() and t.get_text().strip()}})
     small = [s for s in small if s[0] < {MIN_TEXT_PX}]

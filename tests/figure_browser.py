@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 # plotly marks every graph it draws with .js-plotly-plot; the book's figure containers carry .ts-figure.
 FIGURES_JS = """() => {
@@ -39,18 +40,26 @@ HOVER_TEXT_JS = "(i) => [...document.querySelectorAll('.js-plotly-plot')[i]" \
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def stored_figures(book: Path) -> list[tuple[str, str, bool, bool]]:
-    """Every interactive figure the chapters store: (notebook file name, element id, whether it steps,
-    whether it has a heatmap to hover)."""
+class StoredFigure(NamedTuple):
+    notebook: str  # file name
+    element: str  # its element id in the book, ts-<name>
+    steps: bool  # has frames to step through
+    hovers: bool  # has a heatmap to hover
+    html: str  # the output the book and Colab show
+
+
+def stored_figures(book: Path) -> list[StoredFigure]:
+    """Every interactive figure the chapters store."""
     found = []
     for path in sorted(book.glob("*.ipynb")):
         for cell in json.loads(path.read_text())["cells"]:
             for out in cell.get("outputs", []):
                 spec = out.get("data", {}).get("application/vnd.plotly.v1+json")
                 if spec:
-                    element = re.search(r'<div id="(ts-[a-z0-9-]+)"', "".join(out["data"]["text/html"])).group(1)
-                    heatmap = any(trace.get("type") == "heatmap" for trace in spec["data"])
-                    found.append((path.name, element, bool(spec.get("frames")), heatmap))
+                    html = "".join(out["data"]["text/html"])
+                    element = re.search(r'<div id="(ts-[a-z0-9-]+)"', html).group(1)
+                    hovers = any(trace.get("type") == "heatmap" for trace in spec["data"])
+                    found.append(StoredFigure(path.name, element, bool(spec.get("frames")), hovers, html))
     return found
 
 

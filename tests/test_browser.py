@@ -42,9 +42,9 @@ def test_built_book_reads_offline(site):
     assert not problems, "\n".join(problems)
     assert {p.stem for p in shots.glob("*.png")} >= {Path(n).stem for n in notebooks}
     # every interactive figure was drawn and operated: hovered, and stepped with Next and Prev if it steps
-    for _, element, steps, hovers in stored_figures(ROOT / "book"):
-        assert not hovers or any(f"{element}: hover shows" in n for n in notes), f"{element} was not hovered"
-        assert not steps or any(f"{element}: Next" in n for n in notes), f"{element} was not stepped"
+    for fig in stored_figures(ROOT / "book"):
+        assert not fig.hovers or any(f"{fig.element}: hover shows" in n for n in notes), f"{fig.element} not hovered"
+        assert not fig.steps or any(f"{fig.element}: Next" in n for n in notes), f"{fig.element} not stepped"
 
 
 def _inject(page: Path, html: str):

@@ -7,28 +7,15 @@ then draw, show a cell's value on hover, and step with Next and Prev. With the C
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from pathlib import Path
 
 import pytest
 from book_browser import CHROMIUM_ARGS, _chromium
-from figure_browser import operate_figures
+from figure_browser import operate_figures, stored_figures
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def stored_outputs() -> list[tuple[str, str]]:
-    found = []
-    for path in sorted((ROOT / "book").glob("*.ipynb")):
-        for cell in json.loads(path.read_text())["cells"]:
-            for out in cell.get("outputs", []):
-                if "application/vnd.plotly.v1+json" in out.get("data", {}):
-                    found.append((path.stem, "".join(out["data"]["text/html"])))
-    return found
-
-
-FIGURES = stored_outputs()
+FIGURES = stored_figures(ROOT / "book")
 
 
 @pytest.fixture(scope="module")
@@ -63,26 +50,25 @@ def open_output(browser, html: str, cdn_reachable: bool):
 
 
 def test_every_chapter_with_a_figure_is_covered():
-    assert {stem for stem, _ in FIGURES} >= {"01_attention_by_hand", "02_block_by_hand",
-                                             "04_positional_encoding", "08_kv_cache"}
+    assert {fig.notebook for fig in FIGURES} >= {"01_attention_by_hand.ipynb", "02_block_by_hand.ipynb",
+                                                "04_positional_encoding.ipynb", "08_kv_cache.ipynb"}
 
 
-@pytest.mark.parametrize("stem, html", FIGURES, ids=[f"{s}-{i}" for i, (s, _) in enumerate(FIGURES)])
-def test_figure_draws_and_responds_without_the_books_plotly(browser, stem, html):
-    page, requested = open_output(browser, html, cdn_reachable=True)
-    problems, done = operate_figures(page, stem)
+@pytest.mark.parametrize("fig", FIGURES, ids=[fig.element for fig in FIGURES])
+def test_figure_draws_and_responds_without_the_books_plotly(browser, fig):
+    page, requested = open_output(browser, fig.html, cdn_reachable=True)
+    problems, done = operate_figures(page, fig.element)
     page.close()
     assert not problems, "\n".join(problems)
-    operable = '"type":"heatmap"' in html or '"frames":' in html
-    assert done or not operable, "a heatmap or a step-through that was neither hovered nor stepped"
+    assert len([d for d in done if ": hover shows" in d]) == fig.hovers
+    assert len([d for d in done if ": Next" in d]) == fig.steps
     import plotly.offline
 
     assert requested == [f"https://cdn.plot.ly/plotly-{plotly.offline.get_plotlyjs_version()}.min.js"]
 
 
 def test_without_the_cdn_the_figure_is_reported_not_drawn(browser):
-    stem, html = FIGURES[0]
-    page, _ = open_output(browser, html, cdn_reachable=False)
-    problems, _ = operate_figures(page, stem, timeout_ms=3000)
+    page, _ = open_output(browser, FIGURES[0].html, cdn_reachable=False)
+    problems, _ = operate_figures(page, FIGURES[0].element, timeout_ms=3000)
     page.close()
     assert any("not drawn" in p for p in problems), problems

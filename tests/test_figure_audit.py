@@ -40,7 +40,6 @@ def test_audit_reports_each_broken_rule_and_passes_a_readable_figure():
     assert len(nb.cells) == 3  # the audit's cells are gone again
     assert not [f for f in found if "'readable'" in f]
     broken = "\n".join(f for f in found if "'no legend'" in f)
-    assert "the book shrinks it" in broken
     assert "text below 8 px on screen" in broken and "'tiny'" in broken
     assert "2 lines and no legend" in broken
     assert "2 images on 2 colour scales" in broken

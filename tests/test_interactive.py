@@ -99,8 +99,10 @@ def test_bad_arguments_raise_clear_errors():
         interactive.Figure(go.Figure(), "x", height=20)
     with pytest.raises(ValueError, match="2-d matrix"):
         interactive.heatmap(torch.ones(3), name="x", x_title="", y_title="", title="", hover="")
-    with pytest.raises(ValueError, match="non-empty list"):
+    with pytest.raises(ValueError, match="at least one frame"):
         interactive.stepper([], name="x")
+    with pytest.raises(TypeError, match="frames must be a list"):
+        interactive.stepper(({"data": []},), name="x")
     with pytest.raises(TypeError, match="frame 1 must be a dict with 'data'"):
         interactive.stepper([{"data": []}, {"layout": {}}], name="x")
 

@@ -52,8 +52,8 @@ def test_every_chapter_reads_in_jupyterlab(lab):
     assert not problems, "\n".join(problems)
     # every interactive figure drawn by plotly's JupyterLab extension, hovered, and stepped if it steps
     figures = stored_figures(ROOT / "book")
-    for notebook in {nb for nb, *_ in figures}:
-        mine = [(steps, hovers) for nb, _, steps, hovers in figures if nb == notebook]
+    for notebook in {fig.notebook for fig in figures}:
+        mine = [(fig.steps, fig.hovers) for fig in figures if fig.notebook == notebook]
         hovered = [n for n in operated if n.startswith(f"book/{notebook}:") and ": hover shows" in n]
         stepped = [n for n in operated if n.startswith(f"book/{notebook}:") and ": Next" in n]
         assert (len(stepped), len(hovered)) == tuple(map(sum, zip(*mine))), (notebook, operated)

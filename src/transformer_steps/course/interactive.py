@@ -153,8 +153,10 @@ def stepper(frames: list[dict], *, name: str, layout: dict | None = None, height
     say which step it is, so the reader (and the tests) can tell them apart."""
     import plotly.graph_objects as go
 
-    if not isinstance(frames, list) or not frames:
-        raise ValueError("stepper needs a non-empty list of frames")
+    if not isinstance(frames, list):
+        raise TypeError(f"frames must be a list of dicts, got {type(frames).__name__}")
+    if not frames:
+        raise ValueError("stepper needs at least one frame")
     for k, frame in enumerate(frames):
         if not isinstance(frame, dict) or "data" not in frame:
             raise TypeError(f"frame {k} must be a dict with 'data' (and optionally 'layout')")
