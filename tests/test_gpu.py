@@ -1,5 +1,5 @@
 """The model on CUDA: bf16 autocast, the SDPA (flash) path against the reference path, and cached == naive
-decoding. Marked `gpu`: skipped where torch.cuda.is_available() is False (see conftest.py)."""
+decoding, and no host sync per decoded token. Marked `gpu`: skipped where torch.cuda.is_available() is False (see conftest.py)."""
 
 import pytest
 import torch
@@ -12,6 +12,7 @@ from transformer_steps import (
     autocast_context,
     generate,
 )
+from transformer_steps.generate import decode_one_token, prefill
 
 pytestmark = pytest.mark.gpu
 DEVICE = torch.device("cuda")
@@ -108,3 +109,26 @@ def test_bf16_model_generates_with_a_bf16_cache():
     out = generate(model, idx, 24, temperature=0.0)
     assert out.shape == (2, 40) and torch.equal(out[:, :16], idx)
     assert int(out.min()) >= 0 and int(out.max()) < 97
+
+
+def test_decode_steps_never_wait_for_the_host():
+    """A decode step only queues kernels: CUDA's sync debug mode raises on any call that synchronises (a
+    .item(), a device-to-host copy), and the profiler sees no synchronisation and no DtoH copy in the loop.
+    The prompt's id check before the loop reads back once (tests/test_generate.py counts it on a CPU)."""
+    model, idx = make().to(DEVICE), prompt().to(DEVICE)
+    cache = model.make_cache(2, 48)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.inference_mode():
+        token = prefill(model, idx, cache).argmax(-1, keepdim=True)
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=activities) as prof:
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                for pos in range(16, 48):
+                    token = decode_one_token(model, token, pos, cache).argmax(-1, keepdim=True)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+    events = prof.events()
+    assert any(e.device_type == torch.autograd.DeviceType.CUDA for e in events)  # it saw the GPU's kernels
+    names = {e.name for e in events}
+    assert not {n for n in names if "Synchronize" in n or "DtoH" in n}, sorted(names)

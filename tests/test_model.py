@@ -62,6 +62,43 @@ def test_sdpa_and_reference_models_agree(norm, norm_position, ffn, pos, n_kv_hea
         torch.testing.assert_close(fast(ids(T=9)), ref(ids(T=9)))
 
 
+def long_side_contiguous(w):
+    out_features, in_features = w.shape
+    return w.stride() == ((1, out_features) if out_features > in_features else (in_features, 1))
+
+
+@pytest.mark.parametrize("changes", [{}, {"tie_embeddings": False, "ffn": "swiglu"}, {"ffn": "moe"}])
+def test_sdpa_model_stores_each_linear_weight_with_its_longer_side_contiguous(changes):
+    """fastpath.long_rows_: the same values as the reference model's row-major weights, another layout, kept
+    through load_state_dict, a dtype change and an optimizer step."""
+    fast, ref = make(**changes), make(**changes, attn_impl="reference")
+    linears = [m.weight for m in fast.modules() if isinstance(m, nn.Linear)]
+    assert any(w.shape[0] > w.shape[1] for w in linears) and any(w.shape[0] < w.shape[1] for w in linears)
+    assert all(long_side_contiguous(w) for w in linears)
+    assert all(m.weight.is_contiguous() for m in ref.modules() if isinstance(m, nn.Linear))
+    for (name, a), b in zip(fast.state_dict().items(), ref.state_dict().values()):
+        assert torch.equal(a, b), name
+    fast.load_state_dict(perturb(ref).state_dict())
+    opt = torch.optim.AdamW(fast.parameters(), lr=0.1)
+    fast.loss(ids(), ids(seed=1)).backward()
+    opt.step()
+    assert all(long_side_contiguous(w) for w in linears)
+    assert all(long_side_contiguous(m.weight) for m in fast.double().modules() if isinstance(m, nn.Linear))
+
+
+def test_an_out_of_place_draw_gives_a_row_major_models_values():
+    """What fastpath.long_rows_'s docstring tells a user: an in-place normal_ depends on the layout, copy_ of a
+    fresh draw does not."""
+    fast, ref = make(), make(attn_impl="reference")
+    w_fast, w_ref = fast.blocks[0].attn.qkv.weight, ref.blocks[0].attn.qkv.weight  # (3 D, D): column-major
+    with torch.no_grad():
+        w_ref.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(5))
+        w_fast.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(5))
+        assert not torch.equal(w_fast, w_ref)  # the same seed, other numbers
+        w_fast.copy_(torch.empty(w_fast.shape).normal_(0.0, 0.02, generator=torch.Generator().manual_seed(5)))
+    assert torch.equal(w_fast, w_ref)
+
+
 @pytest.mark.parametrize("pos", POSITIONS)
 def test_a_future_token_never_changes_earlier_logits(pos):
     model = perturb(make(pos=pos)).eval()

@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import fastpath
 from .block import Block
 from .config import ModelConfig
-from .fastpath import signed_sin
 from .ffn import MoE
 from .kv_cache import KVCache
 from .norms import make_norm
@@ -44,7 +44,7 @@ class TransformerLM(nn.Module):
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
             # sin with rotate_half's sign folded in, once per model, for fastpath.rope_q_and_k
-            self.register_buffer("rope_sin_signed", signed_sin(sin), persistent=False)
+            self.register_buffer("rope_sin_signed", fastpath.signed_sin(sin), persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         # Post-LN blocks already end in a norm; Pre-LN leaves the residual stream un-normalised.
@@ -56,6 +56,8 @@ class TransformerLM(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layers))
         if cfg.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight  # one matrix reads tokens in and writes them out
+        if cfg.attn_impl == "sdpa":  # the decode-speed layout; "reference" keeps the row-major weights
+            fastpath.long_rows_(self)
 
     @staticmethod
     def _init_weights(module):
