@@ -131,4 +131,5 @@ def test_decode_steps_never_wait_for_the_host():
     events = prof.events()
     assert any(e.device_type == torch.autograd.DeviceType.CUDA for e in events)  # it saw the GPU's kernels
     names = {e.name for e in events}
-    assert not {n for n in names if "Synchronize" in n or "DtoH" in n}, sorted(names)
+    # a read-back is a DtoH copy and a cudaStreamSynchronize (the profiler's own stop syncs the whole device)
+    assert not {n for n in names if "StreamSynchronize" in n or "DtoH" in n}, sorted(names)
