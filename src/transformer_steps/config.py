@@ -35,7 +35,9 @@ class ModelConfig:
     bias: bool = True  # GPT-2 has biases in every Linear and LayerNorm; Llama has none
     norm_eps: float = 1e-5
     dropout: float = 0.0
-    attn_impl: str = "sdpa"  # "reference" = the readable softmax(QK^T/sqrt(d))V path, returns weights
+    # "reference" = the readable softmax(QK^T/sqrt(d))V path, returns weights; "sdpa" also turns on
+    # fastpath's other tricks (fused norms, RoPE by a roll, the weight layout)
+    attn_impl: str = "sdpa"
     causal: bool = True  # False = every token sees every token (encoder-style, as chapter 1's first example)
 
     def __post_init__(self):

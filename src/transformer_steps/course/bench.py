@@ -219,9 +219,9 @@ def per_step(full: Timing, one: Timing, steps: int) -> tuple[float, float, float
 def streaming_matrix(n_bytes: float, device, seed: int = 0) -> torch.Tensor:
     """A square float32 matrix of n_bytes, to within one row: the weights of the weight-streaming bound.
 
-    Square, because MKL's matrix-vector kernel streams long rows near its best on this CPU; the model's
-    matrices have 384-1536 floats on their longer side (fastpath.long_rows_ makes that side the contiguous
-    one) and stream slower, and that gap is part of what the fraction measures."""
+    Square, because MKL's matrix-vector kernel streams long contiguous runs near its best on this CPU; the
+    model's matrices have 384-1536 floats on their longer side (4096 for the tied head; fastpath.long_rows_
+    makes that side the contiguous one) and stream slower, and that gap is part of what the fraction measures."""
     n = max(1, round(n_bytes / 4))
     cols = max(1, math.isqrt(n))
     gen = torch.Generator().manual_seed(seed)  # random values: no denormals or NaNs to slow the kernel
