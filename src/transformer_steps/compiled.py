@@ -18,7 +18,7 @@ dynamic=True)` over the public forward and the prefix views, with a symbolic len
 
 Greedy ids equal `generate(model, idx, n, temperature=0.0)` (tests/test_compiled.py); logits agree to float32
 round-off, not bit for bit (the generated code fuses the elementwise ops and reassociates their sums).
-torch.compile needs a C++ compiler at run time on a CPU (gcc or clang); the first step compiles (15-25 s cold
+torch.compile needs a C++ compiler at run time on a CPU (gcc or clang); the first step compiles (14-25 s cold
 on the course's 2-core CPU, under a second with a warm inductor cache): `make bench` part (f) measures the
 compile, the speed-up and the generation length at which it pays off.
 """

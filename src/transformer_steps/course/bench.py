@@ -8,7 +8,7 @@ bound, measured in the same run: one matrix-vector product over a square float32
 a decode step reads (weights + KV cache), target >= 50% of that speed; (f) the compiled decode step of
 transformer_steps.compiled on the (b)-shaped tiny Llama: cold compile time (a fresh inductor cache), compiled
 vs eager ms per decode token, and the generation length at which compiling pays off. (f) is in the default run
-because it stays well under a minute (its cold compile takes 15-25 s here, the whole part 25-30 s); it needs
+because it stays well under a minute (its cold compile takes 14-25 s here, the whole part 25-30 s); it needs
 a C++ compiler, and says so and moves on where there is none. Parts for --skip: decode, hf, attention, gpu,
 stream, compile.
 Each timing is the best (and median) wall time and the best CPU time of a few repeats after a warm-up. In (b),
