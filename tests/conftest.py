@@ -25,6 +25,21 @@ def perturb(module, seed=1, scale=0.2):
     return module
 
 
+def tiny_model(seed=0, scale=0.0, **changes):
+    """A seeded tiny TransformerLM (vocabulary 13, width 16, 2 layers of 4 heads, 24 positions, 3 experts for
+    ffn="moe") with changes to its config, in eval mode; scale > 0 moves every parameter off its init
+    (perturb), so that biases, norms and the next-token distributions matter."""
+    import torch
+
+    from transformer_steps import ModelConfig, TransformerLM
+
+    torch.manual_seed(seed)
+    cfg = ModelConfig(**{"vocab_size": 13, "max_seq_len": 24, "d_model": 16, "n_layers": 2, "n_heads": 4,
+                         "n_experts": 3, **changes})
+    model = TransformerLM(cfg).eval()
+    return perturb(model, seed=seed + 1, scale=scale) if scale else model
+
+
 @pytest.fixture(autouse=True)
 def one_torch_thread():
     """Tiny tensors: extra threads only spin, and the test machine is shared."""

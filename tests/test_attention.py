@@ -9,7 +9,6 @@ import torch.nn.functional as F
 from conftest import randn
 
 from transformer_steps import CausalSelfAttention, KVCache, ModelConfig, attention, causal_mask
-from transformer_steps.fastpath import signed_sin
 from transformer_steps.positions import apply_rope, rope_cos_sin
 
 
@@ -78,6 +77,11 @@ def test_reference_attention_bad_inputs():
         attention(q, k, randn(6, 2))
     with pytest.raises(TypeError, match="mask must be a bool tensor"):
         attention(q, k, v, torch.ones(3, 5))
+
+
+def rows_of_the_causal_table(input_pos, max_len):
+    """The mask TransformerLM passes with a cache: query at position p sees slots 0..p of the whole cache."""
+    return torch.arange(max_len)[None, :] <= input_pos[:, None]
 
 
 def make_attn(impl="sdpa", n_kv_heads=None, causal=True, seed=0, bias=True):
@@ -165,10 +169,11 @@ def test_cached_chunks_equal_one_full_pass(impl, n_kv_heads, chunks):
         full = module(x)
         pieces, pos = [], 0
         for t in chunks:
-            pieces.append(module(x[:, pos:pos + t], start_pos=pos, cache=cache))
+            input_pos = torch.arange(pos, pos + t)
+            mask = rows_of_the_causal_table(input_pos, 7)
+            pieces.append(module(x[:, pos:pos + t], mask, cache=cache, input_pos=input_pos))
             pos += t
     torch.testing.assert_close(torch.cat(pieces, dim=1), full)
-    assert cache.length == 7
 
 
 def test_decode_step_weights_cover_every_cached_key():
@@ -177,8 +182,10 @@ def test_decode_step_weights_cover_every_cached_key():
     cache = KVCache(1, cfg.kv_heads, 6, cfg.head_dim)
     with torch.no_grad():
         _, full_weights = module(x, need_weights=True)
-        module(x[:, :5], cache=cache)
-        y, weights = module(x[:, 5:], start_pos=5, cache=cache, need_weights=True)
+        prompt, step = torch.arange(5), torch.tensor([5])
+        module(x[:, :5], rows_of_the_causal_table(prompt, 6), cache=cache, input_pos=prompt)
+        y, weights = module(x[:, 5:], rows_of_the_causal_table(step, 6), cache=cache, input_pos=step,
+                            need_weights=True)
     assert weights.shape == (1, 4, 1, 6) and (weights > 0).all()
     torch.testing.assert_close(weights, full_weights[:, :, 5:])
     torch.testing.assert_close(y, module(x)[:, 5:])
@@ -187,7 +194,7 @@ def test_decode_step_weights_cover_every_cached_key():
 @pytest.mark.parametrize("n_kv_heads", [None, 2, 1])
 @pytest.mark.parametrize("impl", ["sdpa", "reference"])
 def test_module_rope_equals_apply_rope_on_q_and_k(n_kv_heads, impl):
-    # "sdpa" rotates q and k together (fastpath.rope_q_and_k), "reference" with apply_rope: both equal this
+    # the module rotates q and k in one call over their stacked heads: the same as rotating each
     _, module = make_attn(impl, n_kv_heads)
     x = randn(2, 5, 24, seed=11)
     cos, sin = rope_cos_sin(torch.arange(3, 8), module.head_dim)
@@ -201,7 +208,14 @@ def test_module_rope_equals_apply_rope_on_q_and_k(n_kv_heads, impl):
         k, v = k.repeat_interleave(nh // nkv, dim=1), v.repeat_interleave(nh // nkv, dim=1)
         heads = attention(q, k, v, causal_mask(T, T))[0]
         want = module.o_proj(heads.transpose(1, 2).reshape(B, T, nh * hs))
-        torch.testing.assert_close(module(x, rope=(cos, sin, signed_sin(sin))), want)
+        torch.testing.assert_close(module(x, rope=(cos, sin)), want)
+
+
+def test_a_cache_without_a_mask_is_refused():
+    cfg, module = make_attn()
+    cache = KVCache(1, cfg.kv_heads, 6, cfg.head_dim)
+    with pytest.raises(ValueError, match="with a cache, pass the mask"):
+        module(randn(1, 2, 24), cache=cache, input_pos=torch.arange(2))
 
 
 def test_rope_under_bf16_autocast_keeps_q_and_k_in_bf16(monkeypatch):
@@ -215,6 +229,6 @@ def test_rope_under_bf16_autocast_keeps_q_and_k_in_bf16(monkeypatch):
     x = randn(1, 5, 24, seed=3)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         cos, sin = rope_cos_sin(torch.arange(5), module.head_dim)
-        module(x, rope=(cos, sin, signed_sin(sin)))
+        module(x, rope=(cos, sin))
     assert seen == [(torch.bfloat16,) * 3]
 

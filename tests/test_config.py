@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from transformer_steps import PRESETS, ModelConfig
-from transformer_steps.config import FFNS, NORM_POSITIONS, NORMS, POSITIONS
+from transformer_steps.config import ATTN_IMPLS, FFNS, NORM_POSITIONS, NORMS, POSITIONS
 
 TINY = {"vocab_size": 11, "max_seq_len": 8, "d_model": 16, "n_layers": 1, "n_heads": 4}
 
@@ -73,11 +73,16 @@ def test_unknown_names_list_the_allowed_values(field, allowed):
         cfg(**{field: "bogus"})
 
 
-def test_allowed_lists_are_the_documented_ones():
-    assert NORMS == ("layernorm", "rmsnorm")
-    assert NORM_POSITIONS == ("pre", "post")
-    assert FFNS == ("gelu", "relu", "swiglu", "moe")
-    assert POSITIONS == ("learned", "sinusoidal", "rope", "none")
+@pytest.mark.parametrize(("field", "allowed"), [("norm", NORMS), ("norm_position", NORM_POSITIONS),
+                                                 ("ffn", FFNS), ("pos", POSITIONS), ("attn_impl", ATTN_IMPLS)])
+def test_every_allowed_value_builds_a_model_that_runs(field, allowed):
+    import torch
+
+    from transformer_steps import TransformerLM
+
+    for value in allowed:
+        model = TransformerLM(cfg(**{field: value}, max_seq_len=8)).eval()
+        assert model(torch.zeros(1, 3, dtype=torch.long)).shape == (1, 3, model.cfg.vocab_size)
 
 
 @pytest.mark.parametrize(("changes", "message"), [

@@ -3,19 +3,16 @@ seeded reproducibility, and every bad argument."""
 
 import pytest
 import torch
-from conftest import perturb
+from conftest import tiny_model
 
-from transformer_steps import ModelConfig, TransformerLM, decode_one_token, generate, prefill, sample_next
+from transformer_steps import decode_one_token, generate, prefill, sample_next
 
 V = 19
 
 
 def make(seed=0, **changes):
-    torch.manual_seed(seed)
-    cfg = ModelConfig(**{"vocab_size": V, "max_seq_len": 24, "d_model": 16, "n_layers": 2, "n_heads": 4,
-                         "n_experts": 3, **changes})
     # a larger spread than the init, so the next-token distributions are not flat
-    return perturb(TransformerLM(cfg), seed=seed + 1, scale=0.5).eval()
+    return tiny_model(seed, scale=0.5, **{"vocab_size": V, **changes})
 
 
 def prompt(B=2, T=5, seed=0):
@@ -104,7 +101,8 @@ def test_prefill_and_decode_one_token_match_the_full_forward():
         full = model(idx)
         torch.testing.assert_close(prefill(model, idx[:, :4], cache), full[:, 3])
         torch.testing.assert_close(decode_one_token(model, idx[:, 4:5], 4, cache), full[:, 4])
-        torch.testing.assert_close(decode_one_token(model, idx[:, 5:6], 5, cache), full[:, 5])
+        # generate's form: the position as a tensor on the device
+        torch.testing.assert_close(decode_one_token(model, idx[:, 5:6], torch.tensor([5]), cache), full[:, 5])
 
 
 def sample_counts(logits, n=4000, **kw):
@@ -164,6 +162,11 @@ def test_bad_prompts(idx, error, message):
         generate(make(), idx, 1)
 
 
+def test_decode_must_be_a_function():
+    with pytest.raises(TypeError, match="decode must be a function like decode_one_token, got str"):
+        generate(make(), prompt(), 2, decode="compiled")
+
+
 def test_generate_refuses_a_bidirectional_model():
     with pytest.raises(ValueError, match=r"generate needs a causal model \(cfg.causal=True\)"):
         generate(make(causal=False), prompt(), 2)
@@ -200,11 +203,48 @@ def test_decode_steps_read_nothing_back_and_a_prompt_is_checked_once(monkeypatch
     calls = count_host_reads(monkeypatch)
     with torch.no_grad():
         logits = prefill(model, idx, cache)
-        assert calls == ["tolist"]  # the ids' range, min and max in one copy
+        # the ids' and positions' ranges, min and max, in one copy
+        assert calls == ["tolist"]
         calls.clear()
         for pos in range(idx.shape[1], 10):
             logits = decode_one_token(model, logits.argmax(-1, keepdim=True), pos, cache)
     assert calls == []
+    # and the whole of generate: the prompt's check, then nothing
+    generate(model, idx, 6, temperature=0.0)
+    assert calls == ["tolist"]
+
+
+def test_a_mutated_step_that_reads_back_is_caught(monkeypatch):
+    """The host-read count can fail: a decode step that checks its token (as forward does by default)
+    reads each token back."""
+    model, idx = make(), prompt()
+
+    def checking_step(model, token, input_pos, cache):
+        return model(token, input_pos, cache)[:, -1]
+
+    calls = count_host_reads(monkeypatch)
+    generate(model, idx, 6, temperature=0.0, decode=checking_step)
+    assert calls == ["tolist"] * 6
+
+
+def test_a_compiled_decode_step_gives_generates_ids():
+    """torch.compile(decode_one_token) over the same forward (dynamo's tracing only, no code generation, so the
+    test takes seconds): the same greedy ids, and one graph for every position."""
+    from transformer_steps.device import compile_unavailable_reason
+
+    if compile_unavailable_reason() and "C++" not in compile_unavailable_reason():
+        pytest.skip(compile_unavailable_reason())
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    frames = []
+    step = torch.compile(decode_one_token, backend=lambda gm, inputs: frames.append(gm) or gm.forward)
+    for changes in ({}, {"pos": "rope", "norm": "rmsnorm", "ffn": "swiglu", "n_kv_heads": 2}):
+        model, idx = make(**changes), prompt()
+        want = generate(model, idx, 10, temperature=0.0)
+        assert torch.equal(generate(model, idx, 10, temperature=0.0, decode=step), want)
+    # one graph per model, reused at every position
+    assert len(frames) == 2
 
 
 def test_a_training_loss_reads_back_once_per_tensor(monkeypatch):

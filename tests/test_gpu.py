@@ -3,15 +3,9 @@ decoding, and no host sync per decoded token. Marked `gpu`: skipped where torch.
 
 import pytest
 import torch
-from conftest import perturb
+from conftest import tiny_model
 
-from transformer_steps import (
-    CausalSelfAttention,
-    ModelConfig,
-    TransformerLM,
-    autocast_context,
-    generate,
-)
+from transformer_steps import CausalSelfAttention, autocast_context, generate
 from transformer_steps.generate import decode_one_token, prefill
 
 pytestmark = pytest.mark.gpu
@@ -19,11 +13,10 @@ DEVICE = torch.device("cuda")
 
 
 def make(**changes):
-    torch.manual_seed(0)
-    cfg = ModelConfig(**{"vocab_size": 97, "max_seq_len": 64, "d_model": 64, "n_layers": 2, "n_heads": 4,
-                         "n_kv_heads": 2, "norm": "rmsnorm", "ffn": "swiglu", "pos": "rope", "bias": False,
-                         **changes})
-    return perturb(TransformerLM(cfg), seed=1, scale=0.3).eval()  # off the init: distributions not flat
+    # a Llama-shaped model off its init: the next-token distributions are not flat
+    return tiny_model(0, scale=0.3, **{"vocab_size": 97, "max_seq_len": 64, "d_model": 64, "n_kv_heads": 2,
+                                       "norm": "rmsnorm", "ffn": "swiglu", "pos": "rope", "bias": False,
+                                       **changes})
 
 
 def prompt(B=2, T=16, seed=0):
@@ -73,7 +66,7 @@ def test_bf16_attention_paths_agree_on_cuda(n_kv_heads):
     ref = CausalSelfAttention(model.cfg.replace(attn_impl="reference")).to(DEVICE, torch.bfloat16)
     ref.load_state_dict(fast.state_dict())
     x = torch.randn(2, 48, 64, generator=torch.Generator().manual_seed(3)).to(DEVICE, torch.bfloat16)
-    rope = (model.rope_cos[:48], model.rope_sin[:48], model.rope_sin_signed[:48])
+    rope = (model.rope_cos[:48], model.rope_sin[:48])
     with torch.no_grad():
         got, want = fast(x, rope=rope), ref(x, rope=rope)
     assert got.dtype == torch.bfloat16
@@ -85,8 +78,7 @@ def test_chunked_prefill_on_cuda_uses_the_right_mask():
     cache = model.make_cache(2)
     with torch.no_grad():
         full = model(idx)
-        pieces = [model(idx[:, :8], cache=cache), model(idx[:, 8:13], start_pos=8, cache=cache),
-                  model(idx[:, 13:], start_pos=13, cache=cache)]
+        pieces = [model(idx[:, a:b], torch.arange(a, b, device=DEVICE), cache) for a, b in ((0, 8), (8, 13), (13, 20))]
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-4, rtol=1e-4)
 
 
@@ -120,12 +112,15 @@ def test_decode_steps_never_wait_for_the_host():
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.inference_mode():
         token = prefill(model, idx, cache).argmax(-1, keepdim=True)
+        # as generate does: the position lives on the device and advances in place
+        input_pos = torch.tensor([16], device=DEVICE)
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=activities) as prof:
             torch.cuda.set_sync_debug_mode("error")
             try:
-                for pos in range(16, 48):
-                    token = decode_one_token(model, token, pos, cache).argmax(-1, keepdim=True)
+                for _ in range(16, 48):
+                    token = decode_one_token(model, token, input_pos, cache).argmax(-1, keepdim=True)
+                    input_pos += 1
             finally:
                 torch.cuda.set_sync_debug_mode("default")
     events = prof.events()

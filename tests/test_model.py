@@ -1,5 +1,5 @@
-"""TransformerLM: every variant trains (finite gradients), blocks and the whole model by hand, weight tying,
-parameter counts, causality, and the token-id checks."""
+"""TransformerLM: every variant trains (finite gradients), what a block does, the whole model by hand, weight
+tying, parameter counts, causality, plain PyTorch storage (safetensors), and the input checks."""
 
 import itertools
 import math
@@ -7,21 +7,18 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import perturb
+from conftest import perturb, tiny_model
 from torch import nn
 
 from transformer_steps import Block, ModelConfig, TransformerLM
 from transformer_steps.config import FFNS, NORM_POSITIONS, NORMS, POSITIONS
-from transformer_steps.norms import LayerNorm, RMSNorm
+from transformer_steps.norms import LayerNorm
 
 V, D = 13, 16
 
 
 def make(seed=0, **changes):
-    torch.manual_seed(seed)
-    cfg = ModelConfig(**{"vocab_size": V, "max_seq_len": 12, "d_model": D, "n_layers": 2, "n_heads": 4,
-                         "n_experts": 3, **changes})
-    return TransformerLM(cfg)
+    return tiny_model(seed, **{"max_seq_len": 12, **changes}).train()
 
 
 def ids(B=2, T=6, seed=0, high=V):
@@ -62,41 +59,46 @@ def test_sdpa_and_reference_models_agree(norm, norm_position, ffn, pos, n_kv_hea
         torch.testing.assert_close(fast(ids(T=9)), ref(ids(T=9)))
 
 
-def long_side_contiguous(w):
-    out_features, in_features = w.shape
-    return w.stride() == ((1, out_features) if out_features > in_features else (in_features, 1))
-
-
-@pytest.mark.parametrize("changes", [{}, {"tie_embeddings": False, "ffn": "swiglu"}, {"ffn": "moe"}])
-def test_sdpa_model_stores_each_linear_weight_with_its_longer_side_contiguous(changes):
-    """fastpath.long_rows_: the same values as the reference model's row-major weights, another layout, kept
-    through load_state_dict, a dtype change and an optimizer step."""
-    fast, ref = make(**changes), make(**changes, attn_impl="reference")
-    linears = [m.weight for m in fast.modules() if isinstance(m, nn.Linear)]
-    assert any(w.shape[0] > w.shape[1] for w in linears) and any(w.shape[0] < w.shape[1] for w in linears)
-    assert all(long_side_contiguous(w) for w in linears)
-    assert all(m.weight.is_contiguous() for m in ref.modules() if isinstance(m, nn.Linear))
-    for (name, a), b in zip(fast.state_dict().items(), ref.state_dict().values()):
+@pytest.mark.parametrize("attn_impl", ["sdpa", "reference"])
+def test_the_same_seed_gives_the_same_weights_whichever_kernel(attn_impl):
+    default, other = make(), make(attn_impl=attn_impl)
+    for (name, a), b in zip(default.state_dict().items(), other.state_dict().values()):
         assert torch.equal(a, b), name
-    fast.load_state_dict(perturb(ref).state_dict())
-    opt = torch.optim.AdamW(fast.parameters(), lr=0.1)
-    fast.loss(ids(), ids(seed=1)).backward()
-    opt.step()
-    assert all(long_side_contiguous(w) for w in linears)
-    assert all(long_side_contiguous(m.weight) for m in fast.double().modules() if isinstance(m, nn.Linear))
 
 
-def test_an_out_of_place_draw_gives_a_row_major_models_values():
-    """What fastpath.long_rows_'s docstring tells a user: an in-place normal_ depends on the layout, copy_ of a
-    fresh draw does not."""
-    fast, ref = make(), make(attn_impl="reference")
-    w_fast, w_ref = fast.blocks[0].attn.qkv.weight, ref.blocks[0].attn.qkv.weight  # (3 D, D): column-major
+@pytest.mark.parametrize("changes", [{}, {"tie_embeddings": False, "ffn": "swiglu", "pos": "rope"}])
+def test_every_parameter_is_plain_row_major_and_safetensors_round_trips(tmp_path, changes):
+    safetensors = pytest.importorskip("safetensors.torch")
+    model = perturb(make(**changes))
+    assert all(p.is_contiguous() for p in model.parameters())
+    # safetensors stores a tied matrix once: save_model and load_model know the tie
+    safetensors.save_model(model, tmp_path / "model.safetensors")
+    copy = make(seed=1, **changes)
+    safetensors.load_model(copy, tmp_path / "model.safetensors")
+    for (name, a), b in zip(model.state_dict().items(), copy.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert (copy.lm_head.weight is copy.tok_emb.weight) == model.cfg.tie_embeddings
+    x = ids()
     with torch.no_grad():
-        w_ref.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(5))
-        w_fast.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(5))
-        assert not torch.equal(w_fast, w_ref)  # the same seed, other numbers
-        w_fast.copy_(torch.empty(w_fast.shape).normal_(0.0, 0.02, generator=torch.Generator().manual_seed(5)))
-    assert torch.equal(w_fast, w_ref)
+        torch.testing.assert_close(copy.eval()(x), model.eval()(x), rtol=0, atol=0)
+
+
+def test_for_cpu_decode_is_an_opt_in_layout_with_the_same_values_and_outputs():
+    from transformer_steps.fastpath import for_cpu_decode
+
+    plain = perturb(make(tie_embeddings=False, ffn="swiglu")).eval()
+    fast = for_cpu_decode(make(tie_embeddings=False, ffn="swiglu").eval())
+    fast.load_state_dict(plain.state_dict())
+    linears = [m.weight for m in fast.modules() if isinstance(m, nn.Linear)]
+    # the longer side contiguous: column-major where out > in, row-major where out <= in
+    assert any(not w.is_contiguous() for w in linears)
+    assert all(w.t().is_contiguous() if w.shape[0] > w.shape[1] else w.is_contiguous() for w in linears)
+    for (name, a), b in zip(fast.state_dict().items(), plain.state_dict().values()):
+        assert torch.equal(a, b), name
+    with torch.no_grad():
+        torch.testing.assert_close(fast(ids()), plain(ids()))
+    with pytest.raises(TypeError, match="for_cpu_decode needs an nn.Module, got dict"):
+        for_cpu_decode({})
 
 
 @pytest.mark.parametrize("pos", POSITIONS)
@@ -120,22 +122,26 @@ def test_bidirectional_model_sees_the_future():
         assert not torch.allclose(model(x)[:, :5], model(y)[:, :5])
 
 
-@pytest.mark.parametrize("norm_position", ["pre", "post"])
-@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
-def test_block_by_hand(norm_position, norm):
-    cfg = make(norm=norm, norm_position=norm_position).cfg
+def test_a_pre_ln_block_with_silent_branches_is_the_identity():
+    """Pre-LN keeps a clean residual path: zero both branches' output projections and x passes unchanged,
+    whatever the norms do. Post-LN normalises the sum instead, so its output rows have zero mean and unit
+    variance, and x does not pass."""
     torch.manual_seed(0)
-    block = perturb(Block(cfg))
-    assert isinstance(block.norm1, LayerNorm if norm == "layernorm" else RMSNorm)
-    x = torch.randn(2, 5, D, generator=torch.Generator().manual_seed(3))
-    attn, ffn, n1, n2 = block.attn, block.ffn, block.norm1, block.norm2
-    if norm_position == "pre":
-        h = x + attn(n1(x))
-        want = h + ffn(n2(h))
-    else:
-        h = n1(x + attn(x))
-        want = n2(h + ffn(h))
-    torch.testing.assert_close(block(x), want)
+    x = 3 + torch.randn(2, 5, D, generator=torch.Generator().manual_seed(3))
+    for norm_position in ("pre", "post"):
+        block = perturb(Block(make(norm_position=norm_position).cfg))
+        with torch.no_grad():
+            for layer in (block.attn.o_proj, block.ffn.proj):
+                layer.weight.zero_()
+                layer.bias.zero_()
+            y = block(x)
+        if norm_position == "pre":
+            assert torch.equal(y, x)
+        else:
+            norm = block.norm2
+            z = (y - norm.bias) / norm.weight
+            torch.testing.assert_close(z.mean(-1), torch.zeros(2, 5), atol=1e-5, rtol=0)
+            torch.testing.assert_close(z.var(-1, unbiased=False), torch.ones(2, 5), atol=1e-3, rtol=0)
 
 
 @pytest.mark.parametrize("pos", POSITIONS)
@@ -149,7 +155,7 @@ def test_model_by_hand(pos):
         t = torch.arange(7)[:, None].float()
         angle = t / 10000 ** (torch.arange(0, D, 2) / D)
         h = h + torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2)
-    rope = (model.rope_cos[:7], model.rope_sin[:7], model.rope_sin_signed[:7]) if pos == "rope" else None
+    rope = (model.rope_cos[:7], model.rope_sin[:7]) if pos == "rope" else None
     for block in model.blocks:
         h = block(h, rope=rope)
     want = model.norm_f(h) @ model.lm_head.weight.T
@@ -158,9 +164,21 @@ def test_model_by_hand(pos):
     assert (model.pos_emb is None) == (pos != "learned")
 
 
-def test_post_norm_model_has_no_final_norm():
-    assert isinstance(make(norm_position="post").norm_f, nn.Identity)
-    assert isinstance(make(norm_position="pre", norm="rmsnorm").norm_f, RMSNorm)
+@pytest.mark.parametrize("norm_position", ["pre", "post"])
+def test_the_head_always_reads_normalised_rows(norm_position):
+    """Post-LN blocks end in a norm and Pre-LN models add a final one: either way the head's input rows have
+    zero mean and unit variance (LayerNorm weights start at one, biases at zero; a tiny eps, since the
+    residual stream's variance at init is small), once and only once."""
+    model = make(norm_position=norm_position, norm_eps=1e-10).eval()
+    seen = []
+    model.lm_head.register_forward_hook(lambda m, args, out: seen.append(args[0]))
+    with torch.no_grad():
+        model(ids(T=8))
+    h = seen[0]
+    torch.testing.assert_close(h.mean(-1), torch.zeros(2, 8), atol=1e-5, rtol=0)
+    torch.testing.assert_close(h.var(-1, unbiased=False), torch.ones(2, 8), atol=1e-3, rtol=0)
+    norms = sum(isinstance(m, LayerNorm) for m in model.modules())
+    assert norms == 2 * model.cfg.n_layers + (norm_position == "pre")
 
 
 def test_weight_tying_shares_storage_and_saves_v_times_d():
@@ -210,40 +228,32 @@ def test_loss_is_cross_entropy_and_about_log_v_at_init():
         model.loss(x, y[:, :5])
 
 
-def test_dropout_only_in_training_mode():
-    model = make(dropout=0.5)
+@pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
+def test_dropout_only_in_training_mode(ffn):
+    model = make(dropout=0.5, ffn=ffn)
     x = ids()
     model.train()
     assert not torch.equal(model(x), model(x))
     model.eval()
-    torch.testing.assert_close(model(x), model(x))
+    assert torch.equal(model(x), model(x))
+    # without dropout, training mode computes what eval does
+    same = make(ffn=ffn)
+    assert torch.equal(same.train()(x), same.eval()(x))
 
 
-@pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
-def test_every_dropout_runs_in_training_and_none_in_eval(ffn):
-    model = make(dropout=0.5, ffn=ffn)
-    called = []
-    for name, module in model.named_modules():
-        if isinstance(module, nn.Dropout):
-            module.register_forward_hook(lambda m, args, out, name=name: called.append(name))
-    expected = ["dropout"] + [f"blocks.{i}.{part}" for i in range(len(model.blocks))
-                              for part in ("attn.resid_dropout", "ffn.dropout")]
-    model.train()(ids())
-    assert called == expected
-    called.clear()
-    model.eval()(ids())
-    assert called == []
-
-
-def test_start_pos_shifts_the_positions():
+def test_input_pos_shifts_the_positions():
     model = perturb(make(pos="learned")).eval()
     x = ids(T=3)
     with torch.no_grad():
-        shifted = model(x, start_pos=4)
+        shifted = model(x, torch.arange(4, 7))
         assert not torch.allclose(shifted, model(x))
+        # a learned table: position 4's row added to the first token
+        torch.testing.assert_close(model.tok_emb(x)[:, 0] + model.pos_emb.weight[4],
+                                   model.tok_emb(x)[:, 0] + model.pos_emb(torch.arange(4, 7))[0])
     nopos = perturb(make(pos="none")).eval()
-    with torch.no_grad():  # without positions the start does not matter
-        torch.testing.assert_close(nopos(x, start_pos=4), nopos(x))
+    with torch.no_grad():
+        # without positions, where the tokens sit does not matter
+        torch.testing.assert_close(nopos(x, torch.arange(4, 7)), nopos(x))
 
 
 @pytest.mark.parametrize(("bad", "error", "message"), [
@@ -255,7 +265,7 @@ def test_start_pos_shifts_the_positions():
     (torch.zeros(1, 2, 3, dtype=torch.long), ValueError, r"got 3 dims \(1, 2, 3\)"),
     (torch.zeros(2, 0, dtype=torch.long), ValueError, r"token ids are empty \(2, 0\)"),
     (torch.zeros(0, 3, dtype=torch.long), ValueError, r"token ids are empty \(0, 3\)"),
-    (torch.zeros(1, 13, dtype=torch.long), ValueError, "sequence too long: positions up to 13 but max_seq_len is 12"),
+    (torch.zeros(1, 13, dtype=torch.long), ValueError, r"sequence too long: positions 0..12 need max_seq_len >= 13, but max_seq_len is 12"),
     ([[1, 2]], TypeError, "token ids must be a torch.Tensor, got list"),
 ])
 def test_bad_token_ids(bad, error, message):
@@ -264,19 +274,42 @@ def test_bad_token_ids(bad, error, message):
         model(bad)
 
 
-def test_bad_start_pos_and_cache_and_config():
+def test_bad_positions_and_cache_and_config():
     model = make()
     x = ids(T=3)
-    with pytest.raises(ValueError, match="start_pos must be >= 0, got -1"):
-        model(x, start_pos=-1)
-    with pytest.raises(TypeError, match="start_pos must be an int, got float 1.0"):
-        model(x, start_pos=1.0)
-    with pytest.raises(ValueError, match="positions up to 13 but max_seq_len is 12"):
-        model(x, start_pos=10)
+    with pytest.raises(ValueError, match="positions must be >= 0, got -1"):
+        model(x, torch.arange(-1, 2))
+    with pytest.raises(TypeError, match="input_pos must be a torch.long tensor of positions, got int"):
+        model(x, 4)
+    with pytest.raises(TypeError, match="input_pos must be a torch.long tensor of positions, got torch.float32"):
+        model(x, torch.arange(3.0))
+    with pytest.raises(ValueError, match=r"input_pos must hold one position per token, \(3,\), got \(2,\)"):
+        model(x, torch.arange(2))
+    with pytest.raises(ValueError, match=r"positions 10..12 need max_seq_len >= 13, but max_seq_len is 12"):
+        model(x, torch.arange(10, 13))
     with pytest.raises(ValueError, match=r"one KVCache per layer \(2\), got 1"):
-        model(x, cache=model.make_cache(2)[:1])
+        model(x, torch.arange(3), model.make_cache(2)[:1])
+    with pytest.raises(ValueError, match=r"the cache holds 1 sequences, but idx has 2"):
+        model(x, torch.arange(3), model.make_cache(1))
+    with pytest.raises(ValueError, match="with a cache, give input_pos"):
+        model(x, cache=model.make_cache(2))
+    with pytest.raises(TypeError, match="cache must be a list of KVCache"):
+        model(x, torch.arange(3), [None, None])
+    with pytest.raises(ValueError, match="a KV cache needs a causal model"):
+        make(causal=False)(x, torch.arange(3), make().make_cache(2))
     with pytest.raises(TypeError, match="TransformerLM needs a ModelConfig, got dict"):
         TransformerLM({"vocab_size": V})
+
+
+@pytest.mark.parametrize("start", [0, 5])
+def test_a_users_ids_are_checked_at_any_position(start):
+    """A chunk of a prompt at a later position is checked too: an id past the vocabulary would otherwise
+    reach nn.Embedding (an IndexError on a CPU, a device-side assert that kills the process on CUDA)."""
+    model = make()
+    cache = model.make_cache(1)
+    model(ids(B=1, T=5), torch.arange(5), cache)
+    with pytest.raises(ValueError, match=rf"token ids must be in \[0, {V}\), got values in \[1, {V}\]"):
+        model(torch.tensor([[1, V]]), torch.arange(start, start + 2), cache)
 
 
 def test_loss_rejects_targets_outside_the_vocabulary():

@@ -8,7 +8,6 @@ import pytest
 import torch
 from conftest import randn
 
-from transformer_steps.fastpath import apply_rope_rolled, rope_sign, signed_sin
 from transformer_steps.positions import (
     apply_rope,
     apply_rope_interleaved,
@@ -136,13 +135,3 @@ def test_rope_keeps_the_input_dtype():
     cos, sin = rope_cos_sin(torch.arange(4), 8)
     assert apply_rope(x, cos, sin).dtype == torch.bfloat16
     assert apply_rope_interleaved(x, cos, sin).dtype == torch.bfloat16
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rolled_rope_equals_apply_rope_bit_for_bit(dtype):
-    # the attention module's fast path: the sign of rotate_half folded into sin, the halves swapped by a roll
-    cos, sin = rope_cos_sin(torch.arange(5, 12), 16)
-    x = randn(2, 3, 7, 16, seed=4).to(dtype)
-    assert torch.equal(x.roll(8, -1) * rope_sign(16).to(dtype), rotate_half(x))
-    got = apply_rope_rolled(x, cos.to(dtype), signed_sin(sin).to(dtype))
-    assert torch.equal(got, apply_rope(x, cos, sin))

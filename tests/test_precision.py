@@ -53,7 +53,10 @@ def test_a_model_built_under_float64_has_float64_parameters_tables_and_loss(pos)
     idx = torch.randint(32, (2, 16), generator=torch.Generator().manual_seed(0))
     assert model(idx).dtype == torch.float64
     assert model.loss(idx[:, :-1], idx[:, 1:]).dtype == torch.float64
-    assert TransformerLM(cfg).rope_cos.dtype == torch.float32 if pos == "rope" else True  # float32 by default
+    # built without default_dtype: float32 parameters and tables
+    plain = TransformerLM(cfg)
+    assert {p.dtype for p in plain.parameters()} == {torch.float32}
+    assert {b.dtype for b in plain.buffers() if b.is_floating_point()} <= {torch.float32}
 
 
 def test_float64_training_from_the_same_weights_differs_from_float32_only_by_round_off():

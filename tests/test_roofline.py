@@ -51,7 +51,7 @@ def test_kv_cache_bytes_match_the_allocated_cache(cfg):
     model = TransformerLM(cfg)
     for dtype, size in ((torch.float32, 4), (torch.bfloat16, 2)):
         cache = model.make_cache(3, 20, dtype=dtype)
-        assert kv_cache_bytes(cfg, 20, bytes_per_element=size, batch_size=3) == sum(c.nbytes for c in cache)
+        assert kv_cache_bytes(cfg, 20, bytes_per_element=size, batch_size=3) == sum(c.k.nbytes + c.v.nbytes for c in cache)
 
 
 def test_gqa_shrinks_the_cache_by_the_group_size():
@@ -62,7 +62,8 @@ def test_gqa_shrinks_the_cache_by_the_group_size():
 @pytest.mark.parametrize("cfg", VARIANTS.values(), ids=VARIANTS.keys())
 def test_decode_flops_match_torch_flop_counter(cfg):
     model = TransformerLM(cfg.replace(attn_impl="reference")).eval()
-    cache = model.make_cache(1)
+    # a cache of 11 positions: the step attends to all of them, the 10 of the prompt and its own
+    cache = model.make_cache(1, 11)
     with torch.no_grad():
         prefill(model, torch.arange(10)[None] % cfg.vocab_size, cache)
         with FlopCounterMode(display=False) as counter:

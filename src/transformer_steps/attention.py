@@ -1,4 +1,4 @@
-"""Scaled dot-product attention: a readable reference that returns its weights, and the multi-head module."""
+"""Scaled dot-product attention: the formula step by step, two kernels with one signature, and the module."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import fastpath
 from .positions import apply_rope
 from .precision import upcast
 
@@ -14,9 +13,8 @@ from .precision import upcast
 def causal_mask(t_q: int, t_k: int, device=None) -> torch.Tensor:
     """Boolean (t_q, t_k) mask, True where query i may attend to key j.
 
-    The queries are the *last* t_q positions of the t_k keys (query i sits at position t_k - t_q + i),
-    which is what decode steps and chunked prefill need. SDPA's is_causal=True aligns them top-left
-    instead, which is only right when t_q == t_k.
+    The queries are the *last* t_q positions of the t_k keys (query i sits at position t_k - t_q + i), as for
+    a decode step or a chunk of a prompt.
     """
     if t_q > t_k:
         raise ValueError(f"more queries ({t_q}) than keys ({t_k}): every query needs itself among the keys")
@@ -42,63 +40,70 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., T_q, T_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(upcast(scores), dim=-1).to(q.dtype)  # float32 softmax, as HF does
+    # the softmax in float32, as HF does
+    weights = torch.softmax(upcast(scores), dim=-1).to(q.dtype)
     return weights @ v, weights
 
 
+# The two kernels take the same arguments and return (output, weights or None), as HF's attention functions do:
+# q (B, nh, T, hs), k and v (B, nkv, T_k, hs) with nkv dividing nh, mask (T, T_k) bool or None.
+
+
+def reference_attention(q, k, v, mask):
+    """The formula above: each key/value head repeated for its group of query heads, then `attention`."""
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    return attention(q, k, v, mask)
+
+
+def sdpa_attention(q, k, v, mask):
+    """PyTorch's fused kernel: the same numbers to float32 round-off, without materialising the weights."""
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
+    return y, None
+
+
+ATTENTION = {"reference": reference_attention, "sdpa": sdpa_attention}
+
+
 class CausalSelfAttention(nn.Module):
-    """Multi-head (or grouped-query) causal self-attention with an optional KV cache."""
+    """Multi-head (or grouped-query) self-attention with an optional KV cache."""
 
     def __init__(self, cfg):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_dim
-        self.impl, self.causal = cfg.attn_impl, cfg.causal
+        self.causal = cfg.causal
+        self.attend = ATTENTION[cfg.attn_impl]
         d = cfg.d_model
         # W_Q, W_K, W_V side by side in one matrix (as GPT-2's c_attn): one matmul instead of three
         self.qkv = nn.Linear(d, (self.n_heads + 2 * self.n_kv_heads) * self.head_dim, bias=cfg.bias)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
-    def project(self, x, rope=None):
-        """q, k, v of x (B, T, C): (B, nh, T, hs), (B, nkv, T, hs), (B, nkv, T, hs), q and k rotated by
-        rope = (cos, sin, signed_sin) tables (T, hs) when given."""
-        B, T, _ = x.shape
-        nh, nkv = self.n_heads, self.n_kv_heads
-        qkv = self.qkv(x).view(B, T, nh + 2 * nkv, self.head_dim).transpose(1, 2)  # (B, nh + 2 nkv, T, hs)
-        if rope is None:
-            return qkv.split((nh, nkv, nkv), dim=1)
-        if self.impl == "reference":  # the formula: x * cos + rotate_half(x) * sin, on q and on k
-            q, k, v = qkv.split((nh, nkv, nkv), dim=1)
-            return apply_rope(q, rope[0], rope[1]), apply_rope(k, rope[0], rope[1]), v
-        qk, v = qkv.split((nh + nkv, nkv), dim=1)  # the same numbers, both rotated at once
-        q, k = fastpath.rope_q_and_k(qk, rope[0], rope[2]).split((nh, nkv), dim=1)
-        return q, k, v
+    def forward(self, x, mask=None, rope=None, cache=None, input_pos=None, need_weights: bool = False):
+        """x (B, T, C) -> (B, T, C), or (output, weights) with need_weights=True (the reference kernel).
 
-    def forward(self, x, *, start_pos: int = 0, cache=None, rope=None, need_weights: bool = False):
-        """x (B, T, C) at positions start_pos .. start_pos + T - 1; rope = (cos, sin, signed_sin) tables (T, hs)."""
+        mask: (T, T_k) bool, True = attend; None means causal over x's own T tokens (or no mask at all for
+        cfg.causal=False). rope: the (cos, sin) tables of x's positions, each (T, hs). cache: a KVCache, into
+        which this call writes its keys and values at input_pos (T,); the queries then attend to the whole
+        cache, and mask must hide the positions not yet written.
+        """
         B, T, _ = x.shape
-        q, k, v = self.project(x, rope)
+        nh, nkv, hs = self.n_heads, self.n_kv_heads, self.head_dim
+        qkv = self.qkv(x).view(B, T, nh + 2 * nkv, hs).transpose(1, 2)  # (B, nh + 2 nkv, T, hs)
+        qk, v = qkv.split((nh + nkv, nkv), dim=1)
+        if rope is not None:
+            # q and k turn by the same angles: rotate all their heads in one call
+            qk = apply_rope(qk, *rope)
+        q, k = qk.split((nh, nkv), dim=1)
         if cache is not None:
-            k, v = cache.update(start_pos, k, v)  # (B, nkv, start_pos + T, hs)
-        t_k = k.shape[2]
-        weights = None
-        if need_weights or self.impl == "reference":
-            groups = self.n_heads // self.n_kv_heads  # each kv head serves `groups` query heads
-            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-            y, weights = attention(q, k, v, causal_mask(T, t_k, x.device) if self.causal else None)
-        else:
-            gqa = self.n_kv_heads != self.n_heads
-            if not self.causal:
-                y = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
-            elif T == t_k:
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-            elif T == 1:  # one new token at the end sees every cached key: no mask needed
-                y = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
-            else:
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(T, t_k, x.device),
-                                                   enable_gqa=gqa)
-        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, C)
-        y = self.o_proj(y)
-        if self.training:  # dropout is the identity in eval: skip the call (a decode step is op-bound)
-            y = self.resid_dropout(y)
+            if mask is None:
+                raise ValueError("with a cache, pass the mask of the queries' positions (TransformerLM does)")
+            # (B, nkv, max_len, hs): every position the cache holds
+            k, v = cache.update(input_pos, k, v)
+        elif mask is None and self.causal:
+            mask = causal_mask(T, T, x.device)
+        attend = reference_attention if need_weights else self.attend
+        y, weights = attend(q, k, v, mask)  # (B, nh, T, hs)
+        y = self.o_proj(y.transpose(1, 2).reshape(B, T, nh * hs))  # (B, T, C)
+        y = self.resid_dropout(y)
         return (y, weights) if need_weights else y

@@ -20,9 +20,10 @@ class Block(nn.Module):
         self.norm2 = make_norm(cfg)
         self.ffn = make_ffn(cfg)
 
-    def forward(self, x, *, start_pos: int = 0, cache=None, rope=None):
+    def forward(self, x, mask=None, rope=None, cache=None, input_pos=None):
+        """x (B, T, C) -> (B, T, C); the other arguments go to the attention (see CausalSelfAttention)."""
         if self.pre:
-            x = x + self.attn(self.norm1(x), start_pos=start_pos, cache=cache, rope=rope)
+            x = x + self.attn(self.norm1(x), mask, rope, cache, input_pos)
             return x + self.ffn(self.norm2(x))
-        x = self.norm1(x + self.attn(x, start_pos=start_pos, cache=cache, rope=rope))
+        x = self.norm1(x + self.attn(x, mask, rope, cache, input_pos))
         return self.norm2(x + self.ffn(x))

@@ -35,8 +35,8 @@ class ModelConfig:
     bias: bool = True  # GPT-2 has biases in every Linear and LayerNorm; Llama has none
     norm_eps: float = 1e-5
     dropout: float = 0.0
-    # "reference" = the readable softmax(QK^T/sqrt(d))V path, returns weights; "sdpa" also turns on
-    # fastpath's other tricks (fused norms, RoPE by a roll, the weight layout)
+    # the attention kernel: "sdpa" (PyTorch's fused one) or "reference" (softmax(QK^T / sqrt(d_h)) V step by
+    # step, which can return the weights); the same numbers to float32 round-off
     attn_impl: str = "sdpa"
     causal: bool = True  # False = every token sees every token (encoder-style, as chapter 1's first example)
 

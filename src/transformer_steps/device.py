@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 
 import torch
 
@@ -22,3 +23,12 @@ def autocast_context(device):
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def compile_unavailable_reason(device="cpu") -> str | None:
+    """Why torch.compile cannot run here (None when it can): no torch.compile, or no C++ compiler for a CPU."""
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile"
+    if torch.device(device).type == "cpu" and not any(shutil.which(cc) for cc in ("g++", "c++", "clang++")):
+        return "torch.compile on a CPU needs a C++ compiler (g++ or clang++) on PATH; none found"
+    return None

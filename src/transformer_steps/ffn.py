@@ -29,8 +29,7 @@ class MLP(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x):
-        y = self.proj(self.act(self.fc(x)))
-        return self.dropout(y) if self.training else y  # the identity in eval: skip the call
+        return self.dropout(self.proj(self.act(self.fc(x))))
 
 
 class SwiGLU(nn.Module):
@@ -45,8 +44,7 @@ class SwiGLU(nn.Module):
 
     def forward(self, x):
         gate, up = self.gate_up(x).chunk(2, dim=-1)
-        y = self.down(F.silu(gate) * up)
-        return self.dropout(y) if self.training else y  # the identity in eval: skip the call
+        return self.dropout(self.down(F.silu(gate) * up))
 
 
 class MoE(nn.Module):

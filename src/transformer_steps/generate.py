@@ -29,14 +29,22 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     return torch.multinomial(probs.to(device), 1, generator=generator).to(logits.device)
 
 
-def prefill(model: TransformerLM, idx: torch.Tensor, cache) -> torch.Tensor:
-    """Run the whole prompt once, filling the cache; logits of the last position (B, V)."""
-    return model(idx, cache=cache, last_only=True)[:, -1]
+def prefill(model: TransformerLM, idx: torch.Tensor, cache, *, check: bool = True) -> torch.Tensor:
+    """Run the whole prompt idx (B, T) once at positions 0 .. T-1, filling the cache; last logits (B, V)."""
+    input_pos = torch.arange(idx.shape[1], device=idx.device)
+    return model(idx, input_pos, cache, last_only=True, check=check)[:, -1]
 
 
-def decode_one_token(model: TransformerLM, token: torch.Tensor, pos: int, cache) -> torch.Tensor:
-    """One step: token (B, 1) at position pos attends to the cache; logits (B, V)."""
-    return model(token, start_pos=pos, cache=cache)[:, -1]
+def decode_one_token(model: TransformerLM, token: torch.Tensor, input_pos, cache) -> torch.Tensor:
+    """One step: token (B, 1) at position input_pos attends to the cache; logits (B, V).
+
+    input_pos: a (1,) long tensor (generate's, which stays on the device), or an int for convenience. The token
+    is not checked: it is one the model produced, and a check would read it back from the device every step.
+    Every shape is the same at every position, so torch.compile(decode_one_token) compiles once.
+    """
+    if isinstance(input_pos, int):
+        input_pos = torch.tensor([input_pos], device=token.device)
+    return model(token, input_pos, cache, check=False)[:, -1]
 
 
 def check_sampling(max_new_tokens, temperature, top_k, top_p):
@@ -50,11 +58,12 @@ def check_sampling(max_new_tokens, temperature, top_k, top_p):
 
 def generate(model: TransformerLM, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, use_cache: bool = True,
-             generator: torch.Generator | None = None, return_logits: bool = False):
+             generator: torch.Generator | None = None, return_logits: bool = False, decode=decode_one_token):
     """Continue each prompt in idx (B, T) by max_new_tokens ids; returns (B, T + max_new_tokens).
 
     use_cache=False recomputes the whole prefix every step (the naive loop); both give the same ids.
     With return_logits=True also returns the logits used at each step, (B, max_new_tokens, V).
+    decode: the decode step, decode_one_token or a compiled one, `torch.compile(decode_one_token)`.
 
     >>> from transformer_steps import ModelConfig, TransformerLM, generate
     >>> model = TransformerLM(ModelConfig.preset("llama-tiny")).eval()
@@ -62,28 +71,56 @@ def generate(model: TransformerLM, idx: torch.Tensor, max_new_tokens: int, *, te
     torch.Size([1, 8])
     """
     check_sampling(max_new_tokens, temperature, top_k, top_p)
-    model.check_ids(idx, values=max_new_tokens == 0)  # otherwise the first forward checks the values
+    if not callable(decode):
+        raise TypeError(f"decode must be a function like decode_one_token, got {type(decode).__name__}")
+    # the user's prompt, checked once; the ids added below are the model's own
+    model.check_inputs(idx)
     if not model.cfg.causal:
         raise ValueError("generate needs a causal model (cfg.causal=True): a bidirectional one sees the future")
     B, T = idx.shape
     if T + max_new_tokens > model.cfg.max_seq_len:
         raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) = {T + max_new_tokens} exceeds "
                          f"max_seq_len ({model.cfg.max_seq_len}); shorten the prompt or generate fewer tokens")
-    new, step_logits = [], []
-    with torch.inference_mode():  # no autograd bookkeeping at all: less per-op overhead than no_grad
-        if use_cache and max_new_tokens:
-            cache = model.make_cache(B, T + max_new_tokens)
-            logits = prefill(model, idx, cache)
-        for i in range(max_new_tokens):
-            if not use_cache:
-                logits = model(torch.cat([idx, *new], dim=1), last_only=True)[:, -1]
-            elif i:
-                logits = decode_one_token(model, new[-1], T + i - 1, cache)
-            step_logits.append(logits)
-            new.append(sample_next(logits, temperature, top_k, top_p, generator))
-        out = torch.cat([idx, *new], dim=1)
+
+    def sample(logits):
+        return sample_next(logits, temperature, top_k, top_p, generator)
+
+    # no autograd bookkeeping at all: less per-op overhead than no_grad
+    with torch.inference_mode():
+        if max_new_tokens == 0:
+            out, seen = idx, []
+        elif use_cache:
+            out, seen = cached_loop(model, idx, max_new_tokens, sample, decode)
+        else:
+            out, seen = naive_loop(model, idx, max_new_tokens, sample)
         if return_logits:
             empty = idx.new_zeros((B, 0, model.cfg.vocab_size), dtype=torch.float32)
-            logits = torch.stack(step_logits, dim=1) if step_logits else empty
+            logits = torch.stack(seen, dim=1) if seen else empty
     # clones made outside inference mode are ordinary tensors, usable later with autograd
     return (out.clone(), logits.clone()) if return_logits else out.clone()
+
+
+def cached_loop(model, idx, max_new_tokens, sample, decode):
+    """Prefill the prompt once, then one decode step per further token. Returns (ids, each step's logits)."""
+    B, T = idx.shape
+    cache = model.make_cache(B, T + max_new_tokens)
+    logits = prefill(model, idx, cache, check=False)
+    seen, new = [logits], [sample(logits)]
+    # on the device, advanced in place: a step reads nothing back
+    input_pos = torch.tensor([T], device=idx.device)
+    for _ in range(max_new_tokens - 1):
+        logits = decode(model, new[-1], input_pos, cache)
+        input_pos += 1
+        seen.append(logits)
+        new.append(sample(logits))
+    return torch.cat([idx, *new], dim=1), seen
+
+
+def naive_loop(model, idx, max_new_tokens, sample):
+    """Recompute the whole sequence for every new token: no cache. Returns (ids, each step's logits)."""
+    seq, seen = idx, []
+    for _ in range(max_new_tokens):
+        logits = model(seq, last_only=True, check=False)[:, -1]
+        seen.append(logits)
+        seq = torch.cat([seq, sample(logits)], dim=1)
+    return seq, seen

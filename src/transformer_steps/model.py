@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import fastpath
 from .block import Block
 from .config import ModelConfig
 from .ffn import MoE
@@ -16,14 +15,7 @@ from .kv_cache import KVCache
 from .norms import make_norm
 from .positions import rope_cos_sin, sinusoidal_encoding
 from .precision import upcast
-from .validate import check_int
-
-
-def check_id_range(name: str, ids: torch.Tensor, vocab_size: int) -> None:
-    """Every id in [0, vocab_size): one device-to-host copy (min and max together)."""
-    lo, hi = torch.stack(torch.aminmax(ids)).tolist()
-    if lo < 0 or hi >= vocab_size:
-        raise ValueError(f"{name} must be in [0, {vocab_size}), got values in [{lo}, {hi}]")
+from .validate import check_forward_inputs, check_token_ids
 
 
 class TransformerLM(nn.Module):
@@ -32,32 +24,33 @@ class TransformerLM(nn.Module):
         if not isinstance(cfg, ModelConfig):
             raise TypeError(f"TransformerLM needs a ModelConfig, got {type(cfg).__name__}")
         self.cfg = cfg
+        L = cfg.max_seq_len
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = nn.Embedding(cfg.max_seq_len, cfg.d_model) if cfg.pos == "learned" else None
+        self.pos_emb = nn.Embedding(L, cfg.d_model) if cfg.pos == "learned" else None
         # position tables in float32, or float64 for a model built under default_dtype(torch.float64)
         table_dtype = torch.promote_types(torch.get_default_dtype(), torch.float32)
         if cfg.pos == "sinusoidal":
-            table = sinusoidal_encoding(cfg.max_seq_len, cfg.d_model, dtype=table_dtype)
-            self.register_buffer("pos_table", table, persistent=False)
+            self.register_buffer("pos_table", sinusoidal_encoding(L, cfg.d_model, dtype=table_dtype),
+                                 persistent=False)
         if cfg.pos == "rope":
-            cos, sin = rope_cos_sin(torch.arange(cfg.max_seq_len), cfg.head_dim, cfg.rope_base, dtype=table_dtype)
+            cos, sin = rope_cos_sin(torch.arange(L), cfg.head_dim, cfg.rope_base, dtype=table_dtype)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
-            # sin with rotate_half's sign folded in, once per model, for fastpath.rope_q_and_k
-            self.register_buffer("rope_sin_signed", fastpath.signed_sin(sin), persistent=False)
+        # row p: the positions a query at position p may attend to; forward takes the rows of its positions
+        self.register_buffer("causal", torch.ones(L, L, dtype=torch.bool).tril(), persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         # Post-LN blocks already end in a norm; Pre-LN leaves the residual stream un-normalised.
         self.norm_f = make_norm(cfg) if cfg.norm_position == "pre" else nn.Identity()
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(self._init_weights)
-        for name, p in self.named_parameters():  # GPT-2: scale residual projections by 1/sqrt(2 * n_layers)
+        for name, p in self.named_parameters():
+            # GPT-2: residual projections scaled by 1/sqrt(2 * n_layers), so the stream's variance stays put
             if name.endswith(("attn.o_proj.weight", "ffn.proj.weight", ".down.weight")):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layers))
         if cfg.tie_embeddings:
-            self.lm_head.weight = self.tok_emb.weight  # one matrix reads tokens in and writes them out
-        if cfg.attn_impl == "sdpa":  # the decode-speed layout; "reference" keeps the row-major weights
-            fastpath.long_rows_(self)
+            # one matrix reads tokens in and writes them out
+            self.lm_head.weight = self.tok_emb.weight
 
     @staticmethod
     def _init_weights(module):
@@ -68,54 +61,45 @@ class TransformerLM(nn.Module):
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
-    def forward(self, idx: torch.Tensor, *, start_pos: int = 0, cache: list[KVCache] | None = None,
-                last_only: bool = False) -> torch.Tensor:
-        """Logits (B, T, vocab_size) for token ids idx (B, T) at positions start_pos .. start_pos + T - 1.
+    def forward(self, idx: torch.Tensor, input_pos: torch.Tensor | None = None, cache: list[KVCache] | None = None,
+                *, last_only: bool = False, check: bool = True) -> torch.Tensor:
+        """Logits (B, T, vocab_size) for token ids idx (B, T) at positions input_pos (T,), by default 0 .. T-1.
 
-        cache: one KVCache per layer; each layer's keys and values for these positions are written into it, and
-        the queries attend to everything it holds. last_only: logits of the last position only, (B, 1, V).
-        The ids' values are checked when a sequence starts (start_pos 0); later positions hold ids the model
-        produced itself, and checking them would cost a device-to-host copy per decoded token on a GPU.
+        cache: one KVCache per layer; each layer writes its keys and values at input_pos, and the queries
+        attend to every position the cache holds up to their own. last_only: the last position's logits only,
+        (B, 1, V). check: validate the arguments first, which reads the ids and positions back from the device
+        once; decode_one_token passes False, since the ids it feeds are the model's own.
         """
-        self.check_ids(idx, start_pos, values=start_pos == 0)
-        if cache is not None and len(cache) != len(self.blocks):
-            raise ValueError(f"cache must hold one KVCache per layer ({len(self.blocks)}), got {len(cache)}")
+        if check:
+            self.check_inputs(idx, input_pos, cache)
         T = idx.shape[1]
+        pos = torch.arange(T, device=idx.device) if input_pos is None else input_pos
         x = self.tok_emb(idx)  # (B, T, C)
-        rope = None
         if self.pos_emb is not None:
-            x = x + self.pos_emb.weight[start_pos:start_pos + T]
+            x = x + self.pos_emb(pos)
         elif self.cfg.pos == "sinusoidal":
-            x = x + self.pos_table[start_pos:start_pos + T].to(x.dtype)
-        elif self.cfg.pos == "rope":
-            positions = slice(start_pos, start_pos + T)
-            rope = (self.rope_cos[positions], self.rope_sin[positions], self.rope_sin_signed[positions])
-        if self.training:  # dropout is the identity in eval: skip the call (a decode step is op-bound)
-            x = self.dropout(x)
+            x = x + self.pos_table[pos].to(x.dtype)
+        rope = (self.rope_cos[pos], self.rope_sin[pos]) if self.cfg.pos == "rope" else None
+        x = self.dropout(x)
+        mask = self.attention_mask(pos, cache)
         for i, block in enumerate(self.blocks):
-            x = block(x, start_pos=start_pos, cache=None if cache is None else cache[i], rope=rope)
+            x = block(x, mask, rope, None if cache is None else cache[i], pos)
         x = self.norm_f(x)
         if last_only:
             x = x[:, -1:]
         return self.lm_head(x)  # (B, T, V), or (B, 1, V)
 
-    def check_ids(self, idx, start_pos: int = 0, *, values: bool = True):
-        """Type, shape and length of idx; with values=True also that every id is in [0, vocab_size)."""
-        cfg = self.cfg
-        if not isinstance(idx, torch.Tensor):
-            raise TypeError(f"token ids must be a torch.Tensor, got {type(idx).__name__}")
-        if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-            raise TypeError(f"token ids must be an integer tensor (torch.long), got {idx.dtype}")
-        if idx.dim() != 2:
-            raise ValueError(f"token ids must have shape (batch, time), got {idx.dim()} dims {tuple(idx.shape)}")
-        if idx.numel() == 0:
-            raise ValueError(f"token ids are empty {tuple(idx.shape)}: need at least one sequence of at least one token")
-        check_int("start_pos", start_pos, 0)
-        if start_pos + idx.shape[1] > cfg.max_seq_len:
-            raise ValueError(f"sequence too long: positions up to {start_pos + idx.shape[1]} but max_seq_len is "
-                             f"{cfg.max_seq_len}")
-        if values:
-            check_id_range("token ids", idx, cfg.vocab_size)
+    def attention_mask(self, pos: torch.Tensor, cache) -> torch.Tensor | None:
+        """(T, T_k) bool, True where the query at pos[i] may attend to key j: over every slot of the cache (the
+        slots not written yet lie ahead of every query), or over the T tokens themselves."""
+        if not self.cfg.causal:
+            return None
+        rows = self.causal[pos]  # (T, max_seq_len)
+        return rows[:, :cache[0].max_len] if cache is not None else rows[:, pos]
+
+    def check_inputs(self, idx, input_pos=None, cache=None):
+        """TypeError or ValueError, naming the problem, for ids, positions or a cache forward cannot take."""
+        check_forward_inputs(self.cfg, idx, input_pos, cache)
 
     def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy in nats (targets (B, T) are idx shifted left by one), plus, for a
@@ -124,7 +108,7 @@ class TransformerLM(nn.Module):
             raise TypeError(f"targets must be an integer tensor of token ids, got {getattr(targets, 'dtype', targets)!r}")
         if targets.shape != idx.shape:
             raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}")
-        check_id_range("targets", targets, self.cfg.vocab_size)
+        check_token_ids("targets", targets, self.cfg.vocab_size)
         logits = self(idx)
         loss = F.cross_entropy(upcast(logits.flatten(0, 1)), targets.flatten())
         if self.cfg.ffn == "moe" and self.training and self.cfg.moe_aux_weight:

@@ -1,12 +1,13 @@
-"""LayerNorm and RMSNorm from scratch. Both compute in float32 (float64 for a float64 model) and cast
-back, as HF Llama does: a bf16 mean of squares loses the digits the normalisation depends on."""
+"""LayerNorm and RMSNorm: each one formula, a pure function, and a module that holds its weights.
+
+Both compute in float32 (float64 for a float64 model) and cast back, as HF Llama does: a bf16 mean of squares
+loses the digits the normalisation depends on."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from . import fastpath
 from .precision import upcast
 
 
@@ -15,45 +16,39 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     x32 = upcast(x)
     mean = x32.mean(-1, keepdim=True)
     var = (x32 - mean).pow(2).mean(-1, keepdim=True)
-    y = (x32 - mean) * torch.rsqrt(var + eps)
-    y = (y if y.dtype == x.dtype else y.to(x.dtype)) * weight
+    y = ((x32 - mean) * torch.rsqrt(var + eps)).to(x.dtype) * weight
     return y if bias is None else y + bias
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """x / sqrt(mean(x^2) + eps) * weight: LayerNorm without centring or bias."""
+    """x / sqrt(mean(x^2) + eps) * weight: LayerNorm without the mean, the centring and the bias."""
     x32 = upcast(x)
     y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * (y if y.dtype == x.dtype else y.to(x.dtype))
+    return weight * y.to(x.dtype)
 
 
 class LayerNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-5, bias: bool = True, fused: bool = True):
+    def __init__(self, dim: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
-        self.eps, self.fused = eps, fused  # fused: fastpath.layer_norm for float32
+        self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
         self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
 
     def forward(self, x):
-        if self.fused and x.dtype == torch.float32:
-            return fastpath.layer_norm(x, self.weight, self.bias, self.eps)
         return layer_norm(x, self.weight, self.bias, self.eps)
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6, fused: bool = True):
+    def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
-        self.eps, self.fused = eps, fused  # fused: fastpath.rms_norm for float32 on CUDA
+        self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        if self.fused and x.is_cuda and x.dtype == torch.float32:
-            return fastpath.rms_norm(x, self.weight, self.eps)
         return rms_norm(x, self.weight, self.eps)
 
 
 def make_norm(cfg) -> nn.Module:
-    fused = cfg.attn_impl == "sdpa"  # "reference" runs the formulas above
     if cfg.norm == "rmsnorm":
-        return RMSNorm(cfg.d_model, cfg.norm_eps, fused=fused)
-    return LayerNorm(cfg.d_model, cfg.norm_eps, bias=cfg.bias, fused=fused)
+        return RMSNorm(cfg.d_model, cfg.norm_eps)
+    return LayerNorm(cfg.d_model, cfg.norm_eps, bias=cfg.bias)

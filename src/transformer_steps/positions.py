@@ -48,7 +48,9 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each (j, j + hs/2) pair of x (..., T, hs) by its position's angle (half-split)."""
+    """Rotate each (j, j + d_h/2) pair of x (..., T, d_h) by its position's angle (half-split).
+
+    cos and sin are (T, d_h) tables from rope_cos_sin; the rotation runs in x's dtype."""
     return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)
 
 

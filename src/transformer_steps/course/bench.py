@@ -5,12 +5,11 @@ Llama; (c) the SDPA attention path vs the readable reference path (the op alone 
 prefill); (d) on CUDA only: decode tokens/s and achieved memory bandwidth for a ~1B-parameter bf16 model;
 (e) cached greedy decode of the (a) model (12.6M parameters, float32) against this machine's weight-streaming
 bound, measured in the same run: one matrix-vector product over a square float32 matrix of as many bytes as
-a decode step reads (weights + KV cache), target >= 50% of that speed; (f) the compiled decode step of
-transformer_steps.compiled on the (b)-shaped tiny Llama: cold compile time (a fresh inductor cache), compiled
-vs eager ms per decode token, and the generation length at which compiling pays off. (f) is in the default run
-because it stays well under a minute (its cold compile takes 14-25 s here, the whole part 25-30 s); it needs
-a C++ compiler, and says so and moves on where there is none. Parts for --skip: decode, hf, attention, gpu,
-stream, compile.
+a decode step reads (weights + KV cache), for the default model and with the opt-in weight layout
+`fastpath.for_cpu_decode`, target >= 50% of that speed with the opt-in; (f) `torch.compile(decode_one_token)`
+(the same forward, compiled) on the (b)-shaped tiny Llama: cold compile time (a fresh inductor cache), compiled
+vs eager ms per decode token, and the generation length at which compiling pays off. (f) needs a C++ compiler,
+and says so and moves on where there is none. Parts for --skip: decode, hf, attention, gpu, stream, compile.
 Each timing is the best (and median) wall time and the best CPU time of a few repeats after a warm-up. In (b),
 (c), (e) and (f) the sides take turns, repeat by repeat; (a) times the cached side, then the naive one (fewer
 repeats: it is the slow one), and (d) is one model on an unshared GPU. Ratios use the best wall times
@@ -32,8 +31,10 @@ import torch
 
 from ..attention import attention, causal_mask
 from ..config import PRESETS, ModelConfig
-from ..generate import generate
-from ..kv_cache import kv_bytes
+from ..device import compile_unavailable_reason
+from ..fastpath import for_cpu_decode
+from ..generate import decode_one_token, generate
+from ..kv_cache import kv_cache_bytes
 from ..model import TransformerLM
 from ..validate import check_int
 
@@ -181,7 +182,9 @@ def decode_bytes_per_token(model: TransformerLM, context_len: float, batch: int 
         pos = model.pos_emb.weight
         weight_bytes -= (pos.shape[0] - 1) * pos.shape[1] * pos.element_size()
     elem = model.tok_emb.weight.element_size()
-    return float(weight_bytes), float(kv_bytes(cfg.n_layers, batch, cfg.kv_heads, context_len, cfg.head_dim, elem))
+    # the cache at the mean context of the run: context_len may fall between two positions
+    per_position = kv_cache_bytes(cfg, 1, bytes_per_element=elem, batch_size=batch)
+    return float(weight_bytes), float(per_position * context_len)
 
 
 def bench_gpu_bandwidth(cfg: ModelConfig, prompt_len: int, new_tokens: int, peak_bytes_per_s: float,
@@ -219,9 +222,9 @@ def per_step(full: Timing, one: Timing, steps: int) -> tuple[float, float, float
 def streaming_matrix(n_bytes: float, device, seed: int = 0) -> torch.Tensor:
     """A square float32 matrix of n_bytes, to within one row: the weights of the weight-streaming bound.
 
-    Square, because MKL's matrix-vector kernel streams long contiguous runs near its best on this CPU; the
-    model's matrices have 384-1536 floats on their longer side (4096 for the tied head; fastpath.long_rows_
-    makes that side the contiguous one) and stream slower, and that gap is part of what the fraction measures."""
+    Square, because MKL's matrix-vector kernel streams long contiguous runs near its best; the model's
+    matrices have shorter runs and stream slower (fastpath.for_cpu_decode makes the longer side the contiguous
+    one), and that gap is part of what the fraction measures."""
     n = max(1, round(n_bytes / 4))
     cols = max(1, math.isqrt(n))
     gen = torch.Generator().manual_seed(seed)  # random values: no denormals or NaNs to slow the kernel
@@ -232,14 +235,17 @@ def bench_weight_streaming(cfg: ModelConfig, prompt_len: int, new_tokens: int, d
     """Cached greedy decode time per token vs the time to stream its bytes once: one matrix-vector product
     (float32) over a matrix of the bytes a decode step reads (weights + KV cache at the mean context).
 
-    The three sides take turns under the same thread count: the n-token generate, the 1-token one (subtracted),
+    Two models with the same weights, the default one and one with `for_cpu_decode`'s layout, and the bound
+    take turns under the same thread count: for each model an n-token generate and a 1-token one (subtracted),
     and n - 1 matrix-vector products (one per decode step, each reading the whole matrix again, as each step
     reads every weight again). fraction = bound time / decode time per token: 1 = streaming speed."""
     check_int("new_tokens (one prefill token, then decode steps)", new_tokens, 2)
     torch.manual_seed(0)
-    model = TransformerLM(cfg).to(device).eval()
+    models = {"default": TransformerLM(cfg).to(device).eval()}
+    models["for_cpu_decode"] = for_cpu_decode(TransformerLM(cfg).to(device).eval())
+    models["for_cpu_decode"].load_state_dict(models["default"].state_dict())
     idx = random_prompt(1, prompt_len, cfg.vocab_size, device)
-    weight_bytes, cache_bytes = decode_bytes_per_token(model, prompt_len + new_tokens / 2)
+    weight_bytes, cache_bytes = decode_bytes_per_token(models["default"], prompt_len + new_tokens / 2)
     matrix = streaming_matrix(weight_bytes + cache_bytes, device)  # (rows, cols)
     x = torch.randn(matrix.shape[1], generator=torch.Generator().manual_seed(1)).to(device)  # (cols,)
     steps = new_tokens - 1
@@ -249,17 +255,24 @@ def bench_weight_streaming(cfg: ModelConfig, prompt_len: int, new_tokens: int, d
             for _ in range(steps):
                 torch.mv(matrix, x)  # (rows,)
 
-    t = side_by_side({"full": lambda: generate(model, idx, new_tokens, temperature=0.0),
-                      "one": lambda: generate(model, idx, 1, temperature=0.0), "bound": stream}, device, repeats)
-    decode, decode_median, decode_cpu = per_step(t["full"], t["one"], steps)
+    fns = {"bound": stream}
+    for name, model in models.items():
+        fns[name] = lambda model=model: generate(model, idx, new_tokens, temperature=0.0)
+        fns[name + "_one"] = lambda model=model: generate(model, idx, 1, temperature=0.0)
+    t = side_by_side(fns, device, repeats)
     bound, bound_cpu = t["bound"].best / steps, t["bound"].cpu / steps
     matrix_bytes = float(matrix.numel() * matrix.element_size())
-    return {"params": model.num_parameters(), "weight_bytes": weight_bytes, "kv_bytes": cache_bytes,
-            "matrix_bytes": matrix_bytes, "matrix_shape": tuple(matrix.shape), "decode_s": decode,
-            "decode_median_s": decode_median, "decode_cpu_s": decode_cpu, "bound_s": bound, "bound_cpu_s": bound_cpu,
-            "fraction": bound / decode, "cpu_fraction": bound_cpu / decode_cpu,
-            "decode_bytes_per_s": (weight_bytes + cache_bytes) / decode, "bound_bytes_per_s": matrix_bytes / bound,
-            "threads": torch.get_num_threads(), "tokens": new_tokens}
+    result = {"params": models["default"].num_parameters(), "weight_bytes": weight_bytes, "kv_bytes": cache_bytes,
+              "matrix_bytes": matrix_bytes, "matrix_shape": tuple(matrix.shape), "bound_s": bound,
+              "bound_cpu_s": bound_cpu, "bound_bytes_per_s": matrix_bytes / bound,
+              "identical": torch.equal(t["default"].result, t["for_cpu_decode"].result),
+              "threads": torch.get_num_threads(), "tokens": new_tokens}
+    for name in models:
+        decode, decode_median, decode_cpu = per_step(t[name], t[name + "_one"], steps)
+        result[name] = {"decode_s": decode, "decode_median_s": decode_median, "decode_cpu_s": decode_cpu,
+                        "fraction": bound / decode, "cpu_fraction": bound_cpu / decode_cpu,
+                        "decode_bytes_per_s": (weight_bytes + cache_bytes) / decode}
+    return result
 
 
 def fresh_inductor_cache():
@@ -273,44 +286,50 @@ def fresh_inductor_cache():
 
 
 def bench_compiled(cfg: ModelConfig, prompt_len: int, new_tokens: int, device, repeats: int = 3,
-                   mode: str = "static", backend: str = "inductor") -> dict:
-    """transformer_steps.compiled's greedy decode vs generate: the cold compile (the first call, in a fresh
-    inductor cache), the compile again with that cache warm (what a second process pays), ms per decode token
-    of both (interleaved), and the generation length at which the compile pays for itself.
+                   backend: str = "inductor") -> dict:
+    """generate with `torch.compile(decode_one_token)` (the same forward, compiled) vs eager generate: the cold
+    compile (the first call, in a fresh inductor cache), the compile again with that cache warm (what a second
+    process pays), ms per decode token of both (interleaved), and the generation length at which the compile
+    pays for itself.
 
     Resets torch._dynamo (every compiled function of this process) so that the first call really compiles.
     backend="eager" (dynamo's tracing alone, no code generation) is for tests: its "compile" is seconds."""
-    from ..compiled import CompiledDecoder
-
     check_int("new_tokens (one prefill token, then decode steps)", new_tokens, 2)
     torch.manual_seed(0)
     model = TransformerLM(cfg).to(device).eval()
     idx = random_prompt(1, prompt_len, cfg.vocab_size, device)
     steps = new_tokens - 1
 
-    def first_call() -> tuple[CompiledDecoder, float]:
+    def first_call():
         torch._dynamo.reset()
-        decoder = CompiledDecoder(model, 1, prompt_len + new_tokens, mode, backend)
-        # the prefill and one step, which compiles: the eager part is ~1 ms of the tens of seconds
-        return decoder, timed(lambda: decoder.generate(idx, 2), device, repeats=1, warmup=0).best
+        step = torch.compile(decode_one_token, backend=backend)
+        # the prefill and one decode step, which compiles: the eager part is ~1 ms of the seconds
+        seconds = timed(lambda: generate(model, idx, 2, temperature=0.0, decode=step), device, 1, warmup=0).best
+        return step, seconds
 
     compile_s = {}
     with fresh_inductor_cache():
         _, compile_s["cold"] = first_call()
-        decoder, compile_s["warm"] = first_call()  # dynamo traces again; inductor finds its kernels on disk
-        identical = torch.equal(decoder.generate(idx, new_tokens), generate(model, idx, new_tokens, temperature=0.0))
-        t = side_by_side({"compiled": lambda: decoder.generate(idx, new_tokens),
-                          "compiled_one": lambda: decoder.generate(idx, 1),
+        # dynamo traces again; inductor finds its kernels on disk
+        step, compile_s["warm"] = first_call()
+
+        def compiled_generate(n):
+            return generate(model, idx, n, temperature=0.0, decode=step)
+
+        identical = torch.equal(compiled_generate(new_tokens), generate(model, idx, new_tokens, temperature=0.0))
+        t = side_by_side({"compiled": lambda: compiled_generate(new_tokens),
+                          "compiled_one": lambda: compiled_generate(1),
                           "eager": lambda: generate(model, idx, new_tokens, temperature=0.0),
                           "eager_one": lambda: generate(model, idx, 1, temperature=0.0)}, device, repeats)
     compiled, compiled_median, compiled_cpu = per_step(t["compiled"], t["compiled_one"], steps)
     eager, eager_median, eager_cpu = per_step(t["eager"], t["eager_one"], steps)
-    saving = eager - compiled  # seconds per token; the compile is repaid after compile / saving tokens
+    # seconds per token; the compile is repaid after compile / saving tokens
+    saving = eager - compiled
 
     def payoff(seconds: float) -> float:
         return math.nan if math.isnan(saving) else seconds / saving if saving > 0 else math.inf
 
-    return {"params": model.num_parameters(), "mode": mode, "identical": identical, "tokens": new_tokens,
+    return {"params": model.num_parameters(), "identical": identical, "tokens": new_tokens,
             "cold_compile_s": compile_s["cold"], "warm_compile_s": compile_s["warm"],
             "compiled_s": compiled, "compiled_median_s": compiled_median, "compiled_cpu_s": compiled_cpu,
             "eager_s": eager, "eager_median_s": eager_median, "eager_cpu_s": eager_cpu,
@@ -334,8 +353,6 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
     parser.add_argument("--peak-bw", type=float, default=4.8e12, help="GPU peak memory bandwidth, B/s (H200)")
     parser.add_argument("--skip", default="",
                         help="comma-separated parts to skip: decode,hf,attention,gpu,stream,compile")
-    parser.add_argument("--compile-mode", default="static", choices=("static", "dynamic"),
-                        help="(f): static-shape cache (gpt-fast) or torch.compile(dynamic=True) over the forward")
     args = parser.parse_args(argv)
     from ..device import pick_device
 
@@ -431,20 +448,24 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
         print(f"    {r['params'] / 1e6:.1f}M parameters: {r['weight_bytes'] / 1e6:.1f} MB weights + "
               f"{r['kv_bytes'] / 1e6:.2f} MB KV read per token; bound: torch.mv over a ({rows_}, {cols_}) "
               f"matrix, {r['matrix_bytes'] / 1e6:.1f} MB")
-        print(f"    decode {r['decode_s'] * 1e3:.3f} ms/token (median {r['decode_median_s'] * 1e3:.3f}, "
-              f"CPU {r['decode_cpu_s'] * 1e3:.3f}) = {r['decode_bytes_per_s'] / 1e9:.1f} GB/s")
-        print(f"    bound  {r['bound_s'] * 1e3:.3f} ms/token (CPU {r['bound_cpu_s'] * 1e3:.3f}) = "
+        for name in ("default", "for_cpu_decode"):
+            d = r[name]
+            print(f"    decode, {name:14} {d['decode_s'] * 1e3:.3f} ms/token (median {d['decode_median_s'] * 1e3:.3f}, "
+                  f"CPU {d['decode_cpu_s'] * 1e3:.3f}) = {d['decode_bytes_per_s'] / 1e9:.1f} GB/s")
+        print(f"    bound                  {r['bound_s'] * 1e3:.3f} ms/token (CPU {r['bound_cpu_s'] * 1e3:.3f}) = "
               f"{r['bound_bytes_per_s'] / 1e9:.1f} GB/s")
-        rows.append(("(e) decode / weight-streaming speed", f"{r['fraction']:.1%} ({r['cpu_fraction']:.1%})",
+        fast, default = r["for_cpu_decode"], r["default"]
+        rows.append(("(e) for_cpu_decode / streaming speed", f"{fast['fraction']:.1%} ({fast['cpu_fraction']:.1%})",
                      f">= {TARGETS['stream']:.0%}" + (" (full sizes)" if q else ""),
-                     "info" if q else verdict(r["fraction"] >= TARGETS["stream"])))
+                     "info" if q else verdict(fast["fraction"] >= TARGETS["stream"])))
+        rows.append(("(e) default layout / streaming speed",
+                     f"{default['fraction']:.1%} ({default['cpu_fraction']:.1%})", "report", "info"))
+        rows.append(("(e) ids equal in both layouts", str(r["identical"]), "True", verdict(r["identical"])))
     if "compile" not in skip:
-        from ..compiled import compile_unavailable_reason
-
         c = ModelConfig(**(QUICK_COMPILE_CFG if q else COMPILE_CFG))
         compile_tokens = 24 if q else 256
         # one thread, as (b) judges this model: one token of a 128-wide model is too little work to split
-        print(f"\n(f) compiled decode step ({args.compile_mode}) vs eager generate: the (b)-shaped tiny Llama "
+        print(f"\n(f) torch.compile(decode_one_token) vs eager generate: the (b)-shaped tiny Llama "
               f"(d_model {c.d_model}, {c.n_layers} layers, {c.n_heads} heads / {c.kv_heads} kv heads, vocab "
               f"{c.vocab_size}), prompt {prompt_len}, {compile_tokens} greedy tokens, 1 thread")
         reason = compile_unavailable_reason(device)
@@ -452,7 +473,7 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
             print(f"    skipped: {reason}")
         else:
             torch.set_num_threads(1)
-            r = bench_compiled(c, prompt_len, compile_tokens, device, args.repeats, args.compile_mode)
+            r = bench_compiled(c, prompt_len, compile_tokens, device, args.repeats)
             torch.set_num_threads(args.threads)
             print(f"    first call (compiles; fresh inductor cache) {r['cold_compile_s']:.1f} s; after a dynamo "
                   f"reset, with inductor's cache warm, {r['warm_compile_s']:.1f} s")
