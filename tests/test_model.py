@@ -291,14 +291,23 @@ def test_bad_positions_and_cache_and_config():
         model(x, torch.arange(3), model.make_cache(2)[:1])
     with pytest.raises(ValueError, match=r"the cache holds 1 sequences, but idx has 2"):
         model(x, torch.arange(3), model.make_cache(1))
-    with pytest.raises(ValueError, match="with a cache, give input_pos"):
-        model(x, cache=model.make_cache(2))
     with pytest.raises(TypeError, match="cache must be a list of KVCache"):
         model(x, torch.arange(3), [None, None])
     with pytest.raises(ValueError, match="a KV cache needs a causal model"):
         make(causal=False)(x, torch.arange(3), make().make_cache(2))
     with pytest.raises(TypeError, match="TransformerLM needs a ModelConfig, got dict"):
         TransformerLM({"vocab_size": V})
+
+
+def test_a_cache_without_positions_starts_at_zero():
+    model = perturb(make()).eval()
+    x = ids(T=5)
+    cache = model.make_cache(2)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x, cache=cache), model(x))
+        # the next token at position 5 reads the five cached positions
+        torch.testing.assert_close(model(x[:, :1], torch.tensor([5]), cache)[:, 0],
+                                   model(torch.cat([x, x[:, :1]], dim=1))[:, 5])
 
 
 @pytest.mark.parametrize("start", [0, 5])

@@ -93,9 +93,9 @@ class TestNotebook:
 
     def test_code_lines_fit_the_book_column(self, notebook):
         wide = [line for c in code_cells(notebook) for line in source(c).splitlines() if len(line) > MAX_CODE_LINE]
-        assert wide == [], (f"{len(wide)} code lines wider than {MAX_CODE_LINE} characters (cut off in the book); "
-                            f"`ruff format --line-length 79 --isolated {notebook.relative_to(ROOT)}` wraps most, "
-                            f"long strings and comments need splitting by hand: {wide[:3]}")
+        assert wide == [], (f"{len(wide)} code lines wider than {MAX_CODE_LINE} characters (cut off in the book): "
+                            f"write a shorter statement or name, or split it where a person would; never by a "
+                            f"formatter, which leaves comments dangling: {wide[:3]}")
 
     def test_printed_lines_fit_the_book_column(self, notebook):
         wide = [line for c in code_cells(notebook) for line in text_outputs(c).splitlines()

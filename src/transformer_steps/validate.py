@@ -83,8 +83,6 @@ def check_forward_inputs(cfg, idx, input_pos=None, cache=None) -> None:
             raise ValueError(f"cache must hold one KVCache per layer ({cfg.n_layers}), got {len(cache)}")
         if cache[0].k.shape[0] != B:
             raise ValueError(f"the cache holds {cache[0].k.shape[0]} sequences, but idx has {B}")
-        if input_pos is None:
-            raise ValueError("with a cache, give input_pos: the positions of idx's tokens, a (T,) long tensor")
     if input_pos is None:
         lo_pos, hi_pos = 0, T - 1
         check_token_ids("token ids", idx, cfg.vocab_size)
