@@ -36,8 +36,6 @@ class TransformerLM(nn.Module):
             cos, sin = rope_cos_sin(torch.arange(L), cfg.head_dim, cfg.rope_base, dtype=table_dtype)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
-        # row p: the positions a query at position p may attend to; forward takes the rows of its positions
-        self.register_buffer("causal", torch.ones(L, L, dtype=torch.bool).tril(), persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         # Post-LN blocks already end in a norm; Pre-LN leaves the residual stream un-normalised.
@@ -90,12 +88,14 @@ class TransformerLM(nn.Module):
         return self.lm_head(x)  # (B, T, V), or (B, 1, V)
 
     def attention_mask(self, pos: torch.Tensor, cache) -> torch.Tensor | None:
-        """(T, T_k) bool, True where the query at pos[i] may attend to key j: over every slot of the cache (the
-        slots not written yet lie ahead of every query), or over the T tokens themselves."""
+        """(T, T_k) bool, True where the query at position pos[i] may attend to the key at position j <= pos[i]:
+        over every slot of the cache (the slots not written yet lie ahead of every query), or over the T tokens
+        themselves. Built from the positions rather than sliced from a (max_seq_len, max_seq_len) table, which
+        would take 17 GB at Llama 3's 131,072 positions."""
         if not self.cfg.causal:
             return None
-        rows = self.causal[pos]  # (T, max_seq_len)
-        return rows[:, :cache[0].max_len] if cache is not None else rows[:, pos]
+        key_pos = torch.arange(cache[0].max_len, device=pos.device) if cache is not None else pos
+        return key_pos[None, :] <= pos[:, None]
 
     def check_inputs(self, idx, input_pos=None, cache=None):
         """TypeError or ValueError, naming the problem, for ids, positions or a cache forward cannot take."""
