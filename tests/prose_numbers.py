@@ -14,7 +14,8 @@ import ast
 import re
 
 SMALL_INTEGERS = range(13)
-NUMBER = re.compile(r"(?<![\w.\-−])[-−]?\d[\d,]*(?:\.\d+)?(?:[eE][-+−]?\d+)?(?![\w])")
+# a number glued to a letter (39.5B, 8x) is no number, nor is the 39 of it
+NUMBER = re.compile(r"(?<![\w.\-−])[-−]?\d[\d,]*(?:\.\d+)?(?:[eE][-+−]?\d+)?(?![\w]|\.\d)")
 CONSTANTS = re.compile(r"<!--\s*constants:(.*?)-->", re.DOTALL)
 
 
