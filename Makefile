@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 # Tools (jupyter-book, the notebook kernel) come from the venv.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: venv book test portability refresh lab bench train linkcheck clean
+.PHONY: venv book test portability refresh lab bench train linkcheck translations clean
 
 venv: $(STAMP)
 
@@ -16,10 +16,15 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --progress-bar off -e .
 	touch $(STAMP)
 
-# --all rebuilds every page so -W sees every warning, not just those of changed pages.
+# --all rebuilds every page so -W sees every warning, not just those of changed pages. The English edition is
+# the site's root; the Chinese one (book/zh/, _config_zh.yml) is built on its own and copied to _build/html/zh/.
 book: venv
 	$(VENV)/bin/jupyter-book build . -W --keep-going --all
-	@echo "HTML: _build/html/index.html"
+	rm -rf _build/zh _build/html/zh
+	$(VENV)/bin/jupyter-book build book/zh --config $(abspath _config_zh.yml) --toc $(abspath _toc_zh.yml) --path-output _build/zh \
+		-W --keep-going --all
+	cp -r _build/zh/_build/html _build/html/zh
+	@echo "HTML: _build/html/index.html (English), _build/html/zh/index.html (中文)"
 
 test: venv
 	$(PY) -m pytest
@@ -28,9 +33,16 @@ test: venv
 portability: venv
 	ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 $(PY) -m pytest book/
 
-# Re-execute notebooks in place (fresh kernel each): make refresh, or make refresh NB=book/01_attention_by_hand.ipynb
+# Re-execute notebooks in place (fresh kernel each): make refresh, or make refresh NB=book/01_attention_by_hand.ipynb;
+# then copy the new code and outputs into the Chinese notebooks (book/zh/).
 refresh: venv
 	$(PY) scripts/refresh_notebooks.py $(NB)
+	$(PY) scripts/translations.py
+
+# The Chinese edition: copy code cells and outputs from the English notebooks into book/zh/, list the Markdown
+# cells and pages whose English changed since they were translated (see scripts/translations.py).
+translations:
+	python3 scripts/translations.py
 
 lab: venv
 	$(VENV)/bin/jupyter lab book

@@ -68,22 +68,67 @@ def serve(root: Path):
     return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
-def book_pages(root: Path) -> list[str]:
+def book_pages(root: Path, edition: str = "en") -> list[str]:
+    """The pages of one edition: English at the site's root, Chinese under zh/."""
     skip = {"genindex.html", "search.html"}
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*.html")
-                  if not p.relative_to(root).parts[0].startswith("_") and p.name not in skip)
+    pages = [p.relative_to(root) for p in root.rglob("*.html") if p.name not in skip]
+    if edition == "zh":
+        pages = [p for p in pages if p.parts[0] == "zh" and not p.parts[1].startswith("_")]
+    else:
+        pages = [p for p in pages if not p.parts[0].startswith("_") and p.parts[0] != "zh"]
+    return sorted(map(str, pages))
 
 
 def expected_colab_url(repository_url: str, branch: str, page: str) -> str:
-    """Where a chapter's Colab button must point: its notebook on GitHub via Colab."""
+    """Where a chapter's Colab button must point: its notebook on GitHub via Colab (zh/X.html: book/zh/X.ipynb)."""
     repo = urllib.parse.urlparse(repository_url).path.strip("/")
     notebook = page[: -len(".html")] + ".ipynb"
+    if notebook.startswith("zh/"):
+        notebook = "book/" + notebook
     return f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}"
 
 
+def counterpart(page: str) -> str:
+    """The same page in the other edition: book/X.html <-> zh/X.html."""
+    return f"book/{page[3:]}" if page.startswith("zh/") else f"zh/{page.removeprefix('book/')}"
+
+
+# Characters no installed font has are drawn as one and the same box ("tofu"), or not at all. Every distinct
+# CJK character of the page is drawn in the page's own font on a canvas: a bitmap shared by three or more
+# distinct characters, or an empty one, is a glyph the reader does not see.
+MISSING_GLYPHS_JS = """() => {
+  const main = document.querySelector('main') || document.body;
+  const chars = [...new Set([...main.innerText].filter(c => c.codePointAt(0) >= 0x2e80 && !/\\s/.test(c)))];
+  if (!chars.length) return [];
+  const family = getComputedStyle(main.querySelector('p') || main).fontFamily;
+  const canvas = document.createElement('canvas');
+  canvas.width = 48; canvas.height = 48;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  ctx.font = `32px ${family}`;
+  const seen = new Map(), empty = [];
+  for (const c of chars) {
+    ctx.clearRect(0, 0, 48, 48);
+    ctx.fillText(c, 4, 36);
+    const d = ctx.getImageData(0, 0, 48, 48).data;
+    let h = 0, ink = 0;
+    for (let i = 3; i < d.length; i += 4) { h = (Math.imul(h, 31) + d[i]) | 0; ink += d[i]; }
+    if (!ink) { empty.push(c); continue; }
+    seen.set(h, (seen.get(h) || []).concat([c]));
+  }
+  const boxes = [...seen.values()].filter(cs => cs.length >= 3).flat();
+  return boxes.concat(empty);
+}"""
+
+
+def missing_glyphs(page) -> list[str]:
+    """Characters on an open page that the reader would see as boxes or not at all."""
+    return page.evaluate(MISSING_GLYPHS_JS)
+
+
 def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str],
-               screenshot_dir: Path | None = None) -> tuple[list[str], list[str]]:
-    """Return (problems, notes). notebooks: page paths like 'book/01_x.html' that come from .ipynb files."""
+               screenshot_dir: Path | None = None, edition: str = "en") -> tuple[list[str], list[str]]:
+    """Return (problems, notes) for the pages of one edition ('en' or 'zh'). notebooks: page paths like
+    'book/01_x.html' or 'zh/01_x.html' that come from .ipynb files."""
     from playwright.sync_api import sync_playwright
 
     problems: list[str] = []
@@ -103,7 +148,7 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
                     r.abort()
 
             context.route("**/*", route)
-            for path in book_pages(root):
+            for path in book_pages(root, edition):
                 page = context.new_page()  # one page each, so a late event cannot land on the next page
                 failed: list[str] = []
                 page.on("requestfailed", lambda req, failed=failed: req.url.startswith(base)
@@ -137,6 +182,14 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
                 for line in page.evaluate(WIDE_CODE_JS):
                     problems.append(f"{rel}: code or output wider than the column at 1440 px: {line[:90]!r}")
                 page.set_viewport_size({"width": 1280, "height": 800})
+                boxes = missing_glyphs(page)
+                if boxes:
+                    problems.append(f"{rel}: {len(boxes)} characters drawn as boxes or not at all: "
+                                    f"{''.join(boxes[:20])!r}")
+                switch = [h for h in page.eval_on_selector_all(".ts-edition-switch a", "as => as.map(a => a.href)")]
+                want = base + counterpart(rel)
+                if [urllib.parse.unquote(h) for h in switch] != [want]:
+                    problems.append(f"{rel}: link to the other edition is {switch or 'missing'}, expected {want}")
                 figure_problems, actions = operate_figures(page, rel)
                 problems += figure_problems
                 operated += actions
@@ -147,7 +200,8 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
                         problems.append(f"{rel}: Colab button points to {colab or 'nothing'}, expected {want}")
                     if screenshot_dir is not None:
                         screenshot_dir.mkdir(parents=True, exist_ok=True)
-                        page.screenshot(path=str(screenshot_dir / (Path(rel).stem + ".png")))
+                        prefix = "zh_" if edition == "zh" else ""
+                        page.screenshot(path=str(screenshot_dir / (prefix + Path(rel).stem + ".png")))
                 page.close()
             browser.close()
     finally:

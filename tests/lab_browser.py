@@ -16,7 +16,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from book_browser import CHROMIUM_ARGS, _chromium
+from book_browser import CHROMIUM_ARGS, _chromium, missing_glyphs
 from figure_browser import operate_figures
 
 # What MyST would have turned into something else: roles, fences and directive options, as Lab shows them
@@ -78,9 +78,10 @@ def jupyterlab(root_dir: Path, work: Path):
 
 
 def check_notebooks(base: str, token: str, names: list[str], screenshot: dict[str, Path] | None = None,
-                    operated: list[str] | None = None) -> list[str]:
+                    operated: list[str] | None = None, glyphs: bool = False) -> list[str]:
     """Problems a JupyterLab reader would see in each notebook (paths relative to the server's root). Every
-    interactive figure is operated too; what was done is appended to `operated`."""
+    interactive figure is operated too; what was done is appended to `operated`. glyphs: also report characters
+    drawn as boxes (book_browser.missing_glyphs)."""
     from playwright.sync_api import sync_playwright
 
     problems = []
@@ -102,6 +103,8 @@ def check_notebooks(base: str, token: str, names: list[str], screenshot: dict[st
             for i, text in enumerate(state["text"]):
                 for m in RAW_MYST.finditer(text):
                     problems.append(f"{name}: Markdown cell {i} shows raw MyST: {text[max(0, m.start() - 30):m.end() + 30]!r}")
+            if glyphs and (boxes := missing_glyphs(page)):
+                problems.append(f"{name}: {len(boxes)} characters drawn as boxes or not at all: {''.join(boxes[:20])!r}")
             figure_problems, actions = operate_figures(page, name)
             problems += figure_problems
             if operated is not None:

@@ -1,5 +1,6 @@
-"""The rendered book, opened in headless Chromium: formulas typeset, images load, links resolve, Colab buttons
-point at each chapter's notebook, nothing local fails to load and nothing is fetched from the web."""
+"""The rendered book, both editions, opened in headless Chromium: formulas typeset, images load, links resolve,
+Colab buttons point at each chapter's notebook, every page links to the same page in the other edition, every
+character has a glyph, nothing local fails to load and nothing is fetched from the web."""
 
 from __future__ import annotations
 
@@ -47,6 +48,40 @@ def test_built_book_reads_offline(site):
         assert not fig.steps or any(f"{fig.element}: Next" in n for n in notes), f"{fig.element} not stepped"
 
 
+def test_chinese_edition_reads_offline(site):
+    """The same checks on every page of the Chinese edition (zh/), and its CJK text drawn with real glyphs."""
+    url, branch, notebooks = site
+    shots = ROOT / "_build" / "screenshots"
+    zh_notebooks = {"zh/" + n.removeprefix("book/") for n in notebooks}
+    problems, notes = check_book(HTML, url, branch, zh_notebooks, screenshot_dir=shots, edition="zh")
+    for note in notes:
+        print(note)
+    assert not problems, "\n".join(problems)
+    assert {p.stem for p in shots.glob("zh_*.png")} >= {"zh_" + Path(n).stem for n in notebooks}
+    for fig in stored_figures(ROOT / "book" / "zh"):
+        assert not fig.hovers or any(f"{fig.element}: hover shows" in n for n in notes), f"{fig.element} not hovered"
+        assert not fig.steps or any(f"{fig.element}: Next" in n for n in notes), f"{fig.element} not stepped"
+    html = (HTML / "zh" / "intro.html").read_text(encoding="utf-8")
+    assert '<html lang="zh-CN"' in html
+
+
+def chinese_search_terms(index_js: str) -> list[str]:
+    """The Chinese words in a Sphinx search index (searchindex.js: Search.setIndex({...}))."""
+    import json
+
+    index = json.loads(index_js[index_js.index("(") + 1: index_js.rindex(")")])
+    return [term for term in index["terms"] if re.search(r"[\u4e00-\u9fff]", term)]
+
+
+def test_chinese_search_finds_chinese_words(site):
+    """Sphinx splits Chinese text into words with jieba; without it a paragraph is one long term."""
+    terms = chinese_search_terms((HTML / "zh" / "searchindex.js").read_text(encoding="utf-8"))
+    assert {"注意力", "残差", "位置", "矩阵"} <= set(terms), terms[:50]
+    assert max(map(len, terms)) <= 8, sorted(terms, key=len)[-5:]
+    unsegmented = 'Search.setIndex({"terms": {"本课程通过实际计算来构建一个模型": [0]}})'
+    assert max(map(len, chinese_search_terms(unsegmented))) > 8
+
+
 def _inject(page: Path, html: str):
     text = page.read_text(encoding="utf-8")
     assert "</main>" in text
@@ -86,8 +121,16 @@ def test_checker_catches_a_broken_page(site, tmp_path):
     page.write_text(page.read_text(encoding="utf-8").replace("_static/plotly.min.js", "_static/no-plotly.js"),
                     encoding="utf-8")
 
+    # characters no font has (unassigned code points) are drawn as boxes; a page without its language switch
+    _inject(copy / "book/notation.html", "<p>\u2fe0\u2fe1\u2fe2\u2fe3</p>")
+    notation = copy / "book/notation.html"
+    notation.write_text(re.sub(r'<p class="ts-edition-switch".*?</p>', "", notation.read_text(encoding="utf-8")),
+                        encoding="utf-8")
+
     problems, _ = check_book(copy, url, branch, notebooks)
     report = "\n".join(problems)
+    assert "book/notation.html: 4 characters drawn as boxes or not at all" in report, report
+    assert "book/notation.html: link to the other edition is missing" in report, report
     assert f"{figure_page}: failed request for a local resource" in report
     assert re.search(re.escape(figure_page) + r": \d+ of \d+ interactive figures not drawn", report), report
     assert f"{intro}: image did not load: no-such-figure.png" in report
@@ -97,5 +140,5 @@ def test_checker_catches_a_broken_page(site, tmp_path):
     if chapter:
         assert f"{chapter}: Colab button points to" in report
         assert f"{chapter}: formula not typeset" in report or f"{chapter}: 1 formulas but MathJax" in report
-    untouched = notebooks - {chapter, figure_page}
+    untouched = notebooks - {chapter, figure_page, "book/notation.html"}
     assert not [p for p in problems if p.split(":")[0] in untouched]

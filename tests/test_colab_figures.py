@@ -16,6 +16,8 @@ from figure_browser import operate_figures, stored_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = stored_figures(ROOT / "book")
+# the Chinese notebooks' copies: Colab opens book/zh/*.ipynb with these outputs
+ZH_FIGURES = stored_figures(ROOT / "book" / "zh")
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,12 @@ def test_every_chapter_with_a_figure_is_covered():
                                                 "04_positional_encoding.ipynb", "08_kv_cache.ipynb"}
 
 
-@pytest.mark.parametrize("fig", FIGURES, ids=[fig.element for fig in FIGURES])
+def test_every_chinese_chapter_keeps_its_figures():
+    assert [(f.notebook, f.element) for f in ZH_FIGURES] == [(f.notebook, f.element) for f in FIGURES]
+
+
+@pytest.mark.parametrize("fig", FIGURES + ZH_FIGURES,
+                         ids=[fig.element for fig in FIGURES] + [f"zh-{fig.element}" for fig in ZH_FIGURES])
 def test_figure_draws_and_responds_without_the_books_plotly(browser, fig):
     page, requested = open_output(browser, fig.html, cdn_reachable=True)
     problems, done = operate_figures(page, fig.element)

@@ -1,5 +1,5 @@
-"""Every chapter in the pinned JupyterLab (what `make lab` opens), in headless Chromium: each Markdown cell
-renders, no raw MyST syntax shows, every solution stays folded. A screenshot of chapter 1 lands next to the
+"""Every chapter, English and Chinese, in the pinned JupyterLab (what `make lab` opens), in headless Chromium: each
+Markdown cell renders, no raw MyST syntax shows, every solution stays folded, every CJK character has a glyph. A screenshot of chapter 1 lands next to the
 book's, in _build/screenshots/."""
 
 from __future__ import annotations
@@ -61,6 +61,26 @@ def test_every_chapter_reads_in_jupyterlab(lab):
 
 
 @pytest.mark.slow
+def test_every_chinese_chapter_reads_in_jupyterlab(lab):
+    """The Chinese notebooks (book/zh/) as `make lab` opens them: the same checks, and every CJK character drawn
+    with a real glyph."""
+    base, token, _ = lab
+    shots = ROOT / "_build" / "screenshots"
+    first = f"book/zh/{NOTEBOOKS[0].name}"
+    operated: list[str] = []
+    names = [f"book/zh/{p.name}" for p in NOTEBOOKS]
+    problems = lab_browser.check_notebooks(base, token, names, operated=operated, glyphs=True,
+                                           screenshot={first: shots / f"jupyterlab_zh_{NOTEBOOKS[0].stem}.png"})
+    assert not problems, "\n".join(problems)
+    figures = stored_figures(ROOT / "book" / "zh")
+    for notebook in {fig.notebook for fig in figures}:
+        mine = [(fig.steps, fig.hovers) for fig in figures if fig.notebook == notebook]
+        hovered = [n for n in operated if n.startswith(f"book/zh/{notebook}:") and ": hover shows" in n]
+        stepped = [n for n in operated if n.startswith(f"book/zh/{notebook}:") and ": Next" in n]
+        assert (len(stepped), len(hovered)) == tuple(map(sum, zip(*mine))), (notebook, operated)
+
+
+@pytest.mark.slow
 def test_checker_catches_raw_myst_and_an_open_solution(lab):
     base, token, served = lab
     nb = json.loads(NOTEBOOKS[0].read_text())
@@ -72,3 +92,8 @@ def test_checker_catches_raw_myst_and_an_open_solution(lab):
     problems = "\n".join(lab_browser.check_notebooks(base, token, ["book/broken.ipynb"]))
     for expected in ("{term}", "{cite}", ":::", ":class:", "solutions are open"):
         assert expected in problems, f"not caught: {expected}\n{problems}"
+    # characters no font has (unassigned code points) show as boxes
+    md["source"] = ["中文 \u2fe0\u2fe1\u2fe2\u2fe3"]
+    (served / "book" / "tofu.ipynb").write_text(json.dumps(nb))
+    problems = "\n".join(lab_browser.check_notebooks(base, token, ["book/tofu.ipynb"], glyphs=True))
+    assert "book/tofu.ipynb: 4 characters drawn as boxes or not at all" in problems, problems

@@ -34,6 +34,9 @@ def repository_mismatches(root: Path) -> list[str]:
     urls = tomllib.loads((root / "pyproject.toml").read_text())["project"].get("urls", {})
     if urls.get("Repository") != expected:
         problems.append(f"pyproject.toml [project.urls] Repository = {urls.get('Repository')!r}")
+    zh_config = root / "_config_zh.yml"  # the Chinese edition's
+    if zh_config.exists() and (found := yaml.safe_load(zh_config.read_text())["repository"]["url"]) != expected:
+        problems.append(f"_config_zh.yml repository url = {found!r}")
     sources = {"book/_setup_cell.py": (root / "book" / "_setup_cell.py").read_text()}
     for notebook in sorted((root / "book").glob("*.ipynb")):
         sources[notebook.relative_to(root).as_posix()] = first_code_cell(notebook)
@@ -54,7 +57,7 @@ def test_every_place_agrees_with_config():
 
 
 def _copy_of_repo(tmp_path: Path) -> Path:
-    for name in ["_config.yml", "pyproject.toml", "book/_setup_cell.py"]:
+    for name in ["_config.yml", "_config_zh.yml", "pyproject.toml", "book/_setup_cell.py"]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     setup = (ROOT / "book" / "_setup_cell.py").read_text()
@@ -95,5 +98,13 @@ def test_config_change_alone_is_caught(tmp_path):
     root = _copy_of_repo(tmp_path)
     config = root / "_config.yml"
     config.write_text(config.read_text().replace(configured_url(ROOT), "https://github.com/new/home"))
-    # pyproject, the setup-cell template and the notebook all still name the old URL.
-    assert len(repository_mismatches(root)) == 3
+    # pyproject, the Chinese edition's config, the setup-cell template and the notebook all name the old URL.
+    assert len(repository_mismatches(root)) == 4
+
+
+def test_chinese_config_pointing_elsewhere_is_caught(tmp_path):
+    root = _copy_of_repo(tmp_path)
+    config = root / "_config_zh.yml"
+    config.write_text(config.read_text().replace(configured_url(ROOT), "https://github.com/new/home"))
+    expected = f"_config_zh.yml repository url = 'https://github.com/new/home', but _config.yml says {configured_url(ROOT)!r}"
+    assert repository_mismatches(root) == [expected]
