@@ -22,6 +22,7 @@ _spec.loader.exec_module(translations)
 
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 CJK = re.compile(r"[\u4e00-\u9fff]")
+MIN_HAN_PER_WORD = 0.9
 
 # One name per term, as the glossary gives it and the source articles write it: (the term in an English
 # cell, the name its zh cell must use, names no zh text may use). The source articles keep token, causal mask,
@@ -184,6 +185,11 @@ def cell_problems(cell_id: str, en: str, zh: str) -> list[str]:
     en_words = len(re.findall(r"[A-Za-z]{2,}", _strip(en)))
     if en_words >= 3 and not CJK.search(zh):
         problems.append(f"cell {cell_id}: not translated")
+    # a sentence left out shows in the length: the chapters' cells of 20 or more English words have 1.2 to 2.0
+    # Han characters per English word
+    han, words = len(CJK.findall(_strip(zh))), len(re.findall(r"[A-Za-z']+", _strip(en)))
+    if words >= 20 and han < MIN_HAN_PER_WORD * words:
+        problems.append(f"cell {cell_id}: {han} Han characters for {words} English words: is a sentence missing?")
     if en.count("<details>") != zh.count("<details>"):
         problems.append(f"cell {cell_id}: {en.count('<details>')} folded parts in English, {zh.count('<details>')} in zh")
     if re.search(r"<details[^>]*\bopen\b", zh):
@@ -244,6 +250,9 @@ def test_pages_keep_formulas_links_and_terms(page):
     problems += [f"{page}: {kind} differ: English only {sorted(en_parts[kind] - zh_parts[kind])}, zh only "
                  f"{sorted(zh_parts[kind] - en_parts[kind])}" for kind in ("display math", "inline math")
                  if en_parts[kind] != zh_parts[kind]]
+    han, words = len(CJK.findall(_strip(zh))), len(re.findall(r"[A-Za-z']+", _strip(en)))
+    if words >= 20 and han < MIN_HAN_PER_WORD * words:
+        problems.append(f"{page}: {han} Han characters for {words} English words: is a sentence missing?")
     # forbidden names hold in the glossary too
     if page == "glossary.md":
         problems += [f"{page}: {other!r} instead of {name!r}" for _, name, forbidden in TERMS for other in forbidden
@@ -270,6 +279,11 @@ def test_the_zh_checks_fail_on_a_mutated_translation():
     assert any("'词元'" in p for p in term_problems("x", "A token.", "一个词元。"))
     assert any("never 'token'" in p for p in term_problems("x", "A token.", "一个符号。"))
     assert any("not translated" in p for p in cell_problems("x", "The weights sum to one.", "The weights sum to one."))
+    long_id, long_en, long_zh = max(pairs, key=lambda pair: len(pair[2]))
+    paragraphs = long_zh.split("\n\n")
+    assert not any("is a sentence missing" in p for p in cell_problems(long_id, long_en, long_zh))
+    halved = "\n\n".join(paragraphs[: len(paragraphs) // 2])
+    assert any("is a sentence missing" in p for p in cell_problems(long_id, long_en, halved))
     assert any("答案" in p for p in cell_problems("x", "<details><summary>Solution</summary>\n\nx\n\n</details>",
                                                 "<details><summary>Solution</summary>\n\nx\n\n</details>"))
     assert numbers("有3个头，每个宽 2.5") == {"2.5"} and numbers("共有50,257个token") == {"50257"}
