@@ -126,9 +126,10 @@ def missing_glyphs(page) -> list[str]:
 
 
 def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str],
-               screenshot_dir: Path | None = None, edition: str = "en") -> tuple[list[str], list[str]]:
-    """Return (problems, notes) for the pages of one edition ('en' or 'zh'). notebooks: page paths like
-    'book/01_x.html' or 'zh/01_x.html' that come from .ipynb files."""
+               screenshot_dir: Path | None = None, edition: str = "en",
+               only: set[str] | None = None) -> tuple[list[str], list[str]]:
+    """Return (problems, notes) for the pages of one edition ('en' or 'zh'), or only those named. notebooks:
+    page paths like 'book/01_x.html' or 'zh/01_x.html' that come from .ipynb files."""
     from playwright.sync_api import sync_playwright
 
     problems: list[str] = []
@@ -149,6 +150,8 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
 
             context.route("**/*", route)
             for path in book_pages(root, edition):
+                if only is not None and path not in only:
+                    continue
                 page = context.new_page()  # one page each, so a late event cannot land on the next page
                 failed: list[str] = []
                 page.on("requestfailed", lambda req, failed=failed: req.url.startswith(base)
