@@ -83,12 +83,18 @@ def test_every_parameter_is_plain_row_major_and_safetensors_round_trips(tmp_path
         torch.testing.assert_close(copy.eval()(x), model.eval()(x), rtol=0, atol=0)
 
 
-def test_for_cpu_decode_is_an_opt_in_layout_with_the_same_values_and_outputs():
-    from transformer_steps.fastpath import for_cpu_decode
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_for_cpu_decode_is_an_opt_in_layout_with_the_same_values_and_outputs(norm):
+    from transformer_steps.fastpath import FusedLayerNorm, FusedRMSNorm, for_cpu_decode
+    from transformer_steps.norms import LayerNorm, RMSNorm
 
-    plain = perturb(make(tie_embeddings=False, ffn="swiglu")).eval()
-    fast = for_cpu_decode(make(tie_embeddings=False, ffn="swiglu").eval())
+    plain = perturb(make(tie_embeddings=False, ffn="swiglu", norm=norm)).eval()
+    fast = for_cpu_decode(make(tie_embeddings=False, ffn="swiglu", norm=norm).eval())
     fast.load_state_dict(plain.state_dict())
+    # every norm computed in one kernel, with the same parameters (the state dict keys stay)
+    norms = [m for m in fast.modules() if isinstance(m, (LayerNorm, RMSNorm))]
+    assert norms and all(type(m) in (FusedLayerNorm, FusedRMSNorm) for m in norms)
+    assert list(fast.state_dict()) == list(plain.state_dict())
     linears = [m.weight for m in fast.modules() if isinstance(m, nn.Linear)]
     # the longer side contiguous: column-major where out > in, row-major where out <= in
     assert any(not w.is_contiguous() for w in linears)

@@ -1,18 +1,41 @@
-"""The one speed trick that changes how a model is stored, opted into by name: `for_cpu_decode(model)`."""
+"""The opt-in speed tricks for one-token decoding on a CPU, by name: `for_cpu_decode(model)`."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+
+from .norms import LayerNorm, RMSNorm
+
+
+class FusedLayerNorm(LayerNorm):
+    """LayerNorm in torch's one kernel: the formula of norms.layer_norm, with other round-off."""
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+
+
+class FusedRMSNorm(RMSNorm):
+    """RMSNorm in torch's F.rms_norm: the formula of norms.rms_norm, with other round-off."""
+
+    def forward(self, x):
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+
+
+FUSED = {LayerNorm: FusedLayerNorm, RMSNorm: FusedRMSNorm}
 
 
 def for_cpu_decode(model: nn.Module) -> nn.Module:
-    """Store every nn.Linear weight W (out, in) with its longer side contiguous, in place, and return model.
+    """Store every nn.Linear weight W (out, in) with its longer side contiguous, and compute every norm in one
+    kernel; in place, and return model.
 
     A decode step multiplies one vector by every weight matrix, and a CPU's BLAS streams a matrix faster along
-    long contiguous runs (`make bench` part (e) measures the gain). Where out > in, W is kept column-major (the
-    contiguous transpose of a row-major (in, out) matrix); F.linear takes either layout, and the outputs agree
-    to float32 round-off. Same Parameter objects, same values; a head tied to the embedding takes it along.
+    long contiguous runs: where out > in, W is kept column-major (the contiguous transpose of a row-major
+    (in, out) matrix), which F.linear takes as it is. At one token per step, a norm written as a formula is a
+    handful of tiny ops, and their overhead adds up; F.layer_norm and F.rms_norm do it in one (`make bench`
+    part (e) measures both). The parameters and state dict keys stay the same; outputs agree to float32
+    round-off, not bit for bit. A head tied to the embedding takes the layout along.
 
     Caveats, since W is no longer contiguous: `W.view(-1)` and safetensors' save_file refuse it (call
     `.contiguous()` on the state dict's tensors first), an in-place random fill such as `nn.init.normal_` gives
@@ -26,4 +49,10 @@ def for_cpu_decode(model: nn.Module) -> nn.Module:
                 w = module.weight
                 out_features, in_features = w.shape
                 w.set_(w.t().contiguous().t() if out_features > in_features else w.contiguous())
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if type(child) in FUSED:
+                fused = FUSED[type(child)].__new__(FUSED[type(child)])
+                fused.__dict__ = child.__dict__  # the same Parameters, eps and hooks
+                setattr(parent, name, fused)
     return model

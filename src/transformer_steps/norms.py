@@ -14,9 +14,9 @@ from .precision import upcast
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float) -> torch.Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension (biased variance)."""
     x32 = upcast(x)
-    mean = x32.mean(-1, keepdim=True)
-    var = (x32 - mean).pow(2).mean(-1, keepdim=True)
-    y = ((x32 - mean) * torch.rsqrt(var + eps)).to(x.dtype) * weight
+    centred = x32 - x32.mean(-1, keepdim=True)
+    var = centred.pow(2).mean(-1, keepdim=True)
+    y = (centred * torch.rsqrt(var + eps)).to(x.dtype) * weight
     return y if bias is None else y + bias
 
 

@@ -5,9 +5,9 @@ Llama; (c) the SDPA attention path vs the readable reference path (the op alone 
 prefill); (d) on CUDA only: decode tokens/s and achieved memory bandwidth for a ~1B-parameter bf16 model;
 (e) cached greedy decode of the (a) model (12.6M parameters, float32) against this machine's weight-streaming
 bound, measured in the same run: one matrix-vector product over a square float32 matrix of as many bytes as
-a decode step reads (weights + KV cache), for the default model and with the opt-in weight layout
-`fastpath.for_cpu_decode`, target >= 50% of that speed with the opt-in; (f) `torch.compile(decode_one_token)`
-(the same forward, compiled; both sides with the opt-in layout) on the (b)-shaped tiny Llama: cold compile
+a decode step reads (weights + KV cache), for the default model and with the opt-in
+`fastpath.for_cpu_decode` (weight layout, one-kernel norms), target >= 50% of that speed with the opt-in; (f) `torch.compile(decode_one_token)`
+(the same forward, compiled; both sides with the opt-in) on the (b)-shaped tiny Llama: cold compile
 time (a fresh inductor cache), compiled vs eager ms per decode token, and the generation length at which
 compiling pays off. (f) needs a C++ compiler,
 and says so and moves on where there is none. Parts for --skip: decode, hf, attention, gpu, stream, compile.
@@ -239,7 +239,7 @@ def bench_weight_streaming(cfg: ModelConfig, prompt_len: int, new_tokens: int, d
     """Cached greedy decode time per token vs the time to stream its bytes once: one matrix-vector product
     (float32) over a matrix of the bytes a decode step reads (weights + KV cache at the mean context).
 
-    Two models with the same weights, the default one and one with `for_cpu_decode`'s layout, and the bound
+    Two models with the same weights, the default one and one with `for_cpu_decode`, and the bound
     take turns under the same thread count: for each model an n-token generate and a 1-token one (subtracted),
     and n - 1 matrix-vector products (one per decode step, each reading the whole matrix again, as each step
     reads every weight again). fraction = bound time / decode time per token: 1 = streaming speed."""
@@ -300,7 +300,7 @@ def bench_compiled(cfg: ModelConfig, prompt_len: int, new_tokens: int, device, r
     backend="eager" (dynamo's tracing alone, no code generation) is for tests: its "compile" is seconds."""
     check_int("new_tokens (one prefill token, then decode steps)", new_tokens, 2)
     torch.manual_seed(0)
-    # both sides with the opt-in decode layout: this part measures what compiling adds to the fastest eager step
+    # both sides with the opt-in (for_cpu_decode): this part measures what compiling adds to the fastest eager step
     model = for_cpu_decode(TransformerLM(cfg).to(device).eval())
     idx = random_prompt(1, prompt_len, cfg.vocab_size, device)
     steps = new_tokens - 1
@@ -464,9 +464,9 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
         rows.append(("(e) for_cpu_decode / streaming speed", f"{fast['fraction']:.1%} ({fast['cpu_fraction']:.1%})",
                      f">= {TARGETS['stream']:.0%}" + (" (full sizes)" if q else ""),
                      "info" if q else verdict(fast["fraction"] >= TARGETS["stream"])))
-        rows.append(("(e) default layout / streaming speed",
+        rows.append(("(e) default model / streaming speed",
                      f"{default['fraction']:.1%} ({default['cpu_fraction']:.1%})", "report", "info"))
-        rows.append(("(e) ids equal in both layouts", str(r["identical"]), "True", verdict(r["identical"])))
+        rows.append(("(e) ids equal with the opt-in", str(r["identical"]), "True", verdict(r["identical"])))
     if "compile" not in skip:
         c = ModelConfig(**(QUICK_COMPILE_CFG if q else COMPILE_CFG))
         compile_tokens = 24 if q else 256
