@@ -189,7 +189,7 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
                 if boxes:
                     problems.append(f"{rel}: {len(boxes)} characters drawn as boxes or not at all: "
                                     f"{''.join(boxes[:20])!r}")
-                switch = [h for h in page.eval_on_selector_all(".ts-edition-switch a", "as => as.map(a => a.href)")]
+                switch = page.eval_on_selector_all(".ts-edition-switch a", "as => as.map(a => a.href)")
                 want = base + counterpart(rel)
                 if [urllib.parse.unquote(h) for h in switch] != [want]:
                     problems.append(f"{rel}: link to the other edition is {switch or 'missing'}, expected {want}")

@@ -40,44 +40,36 @@ def lab(tmp_path_factory):
         yield base, token, served
 
 
-@pytest.mark.slow
-def test_every_chapter_reads_in_jupyterlab(lab):
+def read_every_chapter(lab, folder: str, shot: str, glyphs: bool):
+    """Open every notebook of book/ or book/zh/ in JupyterLab; every interactive figure drawn by plotly's
+    JupyterLab extension, hovered, and stepped if it steps."""
     base, token, _ = lab
     shots = ROOT / "_build" / "screenshots"
-    first = f"book/{NOTEBOOKS[0].name}"
     operated: list[str] = []
-    problems = lab_browser.check_notebooks(base, token, [f"book/{p.name}" for p in NOTEBOOKS], operated=operated,
-                                           screenshot={first: shots / f"jupyterlab_{NOTEBOOKS[0].stem}.png"})
+    names = [f"{folder}/{p.name}" for p in NOTEBOOKS]
+    problems = lab_browser.check_notebooks(base, token, names, operated=operated, glyphs=glyphs,
+                                           screenshot={names[0]: shots / shot})
     print("\n".join(operated))
     assert not problems, "\n".join(problems)
-    # every interactive figure drawn by plotly's JupyterLab extension, hovered, and stepped if it steps
-    figures = stored_figures(ROOT / "book")
+    figures = stored_figures(ROOT / folder)
     for notebook in {fig.notebook for fig in figures}:
         mine = [(fig.steps, fig.hovers) for fig in figures if fig.notebook == notebook]
-        hovered = [n for n in operated if n.startswith(f"book/{notebook}:") and ": hover shows" in n]
-        stepped = [n for n in operated if n.startswith(f"book/{notebook}:") and ": Next" in n]
+        hovered = [n for n in operated if n.startswith(f"{folder}/{notebook}:") and ": hover shows" in n]
+        stepped = [n for n in operated if n.startswith(f"{folder}/{notebook}:") and ": Next" in n]
         assert (len(stepped), len(hovered)) == tuple(map(sum, zip(*mine))), (notebook, operated)
-    assert (shots / f"jupyterlab_{NOTEBOOKS[0].stem}.png").is_file()
+    assert (shots / shot).is_file()
+
+
+@pytest.mark.slow
+def test_every_chapter_reads_in_jupyterlab(lab):
+    read_every_chapter(lab, "book", f"jupyterlab_{NOTEBOOKS[0].stem}.png", glyphs=False)
 
 
 @pytest.mark.slow
 def test_every_chinese_chapter_reads_in_jupyterlab(lab):
     """The Chinese notebooks (book/zh/) as `make lab` opens them: the same checks, and every CJK character drawn
     with a real glyph."""
-    base, token, _ = lab
-    shots = ROOT / "_build" / "screenshots"
-    first = f"book/zh/{NOTEBOOKS[0].name}"
-    operated: list[str] = []
-    names = [f"book/zh/{p.name}" for p in NOTEBOOKS]
-    problems = lab_browser.check_notebooks(base, token, names, operated=operated, glyphs=True,
-                                           screenshot={first: shots / f"jupyterlab_zh_{NOTEBOOKS[0].stem}.png"})
-    assert not problems, "\n".join(problems)
-    figures = stored_figures(ROOT / "book" / "zh")
-    for notebook in {fig.notebook for fig in figures}:
-        mine = [(fig.steps, fig.hovers) for fig in figures if fig.notebook == notebook]
-        hovered = [n for n in operated if n.startswith(f"book/zh/{notebook}:") and ": hover shows" in n]
-        stepped = [n for n in operated if n.startswith(f"book/zh/{notebook}:") and ": Next" in n]
-        assert (len(stepped), len(hovered)) == tuple(map(sum, zip(*mine))), (notebook, operated)
+    read_every_chapter(lab, "book/zh", f"jupyterlab_zh_{NOTEBOOKS[0].stem}.png", glyphs=True)
 
 
 @pytest.mark.slow
