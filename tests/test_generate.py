@@ -1,6 +1,8 @@
 """generate: the cached path equals the naive one (ids and logits at every step), greedy and sampling rules,
 seeded reproducibility, and every bad argument."""
 
+import weakref
+
 import pytest
 import torch
 from conftest import tiny_model
@@ -48,6 +50,20 @@ def test_step_logits_are_the_full_forward_at_each_prefix():
     with torch.no_grad():
         for i in range(6):
             torch.testing.assert_close(logits[:, i], model(out[:, :5 + i])[:, -1], atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("return_logits", [True, False])
+def test_step_logits_are_kept_only_when_asked_for(use_cache, return_logits):
+    # the memory of every step's logits, by weak reference: alive two steps later, it is being kept
+    model, idx, memory = make(), prompt(), []
+    model.lm_head.register_forward_hook(lambda m, args, out: memory.append(weakref.ref(out.untyped_storage())))
+    alive = []
+    model.norm_f.register_forward_hook(lambda m, args, out: alive.append(sum(r() is not None for r in memory[:-2])))
+    generate(model, idx, 10, temperature=0.0, use_cache=use_cache, return_logits=return_logits)
+    # at the last step: the logits of steps 1 to 7 (of 9 so far)
+    assert len(memory) == len(alive) == 10
+    assert alive[-1] == (7 if return_logits else 0)
 
 
 @pytest.mark.parametrize("use_cache", [True, False])

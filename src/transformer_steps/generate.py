@@ -90,9 +90,9 @@ def generate(model: TransformerLM, idx: torch.Tensor, max_new_tokens: int, *, te
         if max_new_tokens == 0:
             out, seen = idx, []
         elif use_cache:
-            out, seen = cached_loop(model, idx, max_new_tokens, sample, decode)
+            out, seen = cached_loop(model, idx, max_new_tokens, sample, decode, return_logits)
         else:
-            out, seen = naive_loop(model, idx, max_new_tokens, sample)
+            out, seen = naive_loop(model, idx, max_new_tokens, sample, return_logits)
         if return_logits:
             empty = idx.new_zeros((B, 0, model.cfg.vocab_size), dtype=torch.float32)
             logits = torch.stack(seen, dim=1) if seen else empty
@@ -100,27 +100,33 @@ def generate(model: TransformerLM, idx: torch.Tensor, max_new_tokens: int, *, te
     return (out.clone(), logits.clone()) if return_logits else out.clone()
 
 
-def cached_loop(model, idx, max_new_tokens, sample, decode):
-    """Prefill the prompt once, then one decode step per further token. Returns (ids, each step's logits)."""
+def cached_loop(model, idx, max_new_tokens, sample, decode, keep_logits=False):
+    """Prefill the prompt once, then one decode step per further token.
+
+    Returns (ids, each step's logits if keep_logits else []): kept for every step, they would take
+    max_new_tokens * vocab_size floats per sequence (400 MB for 2,000 GPT-2 tokens)."""
     B, T = idx.shape
     cache = model.make_cache(B, T + max_new_tokens)
     logits = prefill(model, idx, cache, check=False)
-    seen, new = [logits], [sample(logits)]
+    seen, new = [logits] if keep_logits else [], [sample(logits)]
     # on the device, advanced in place: a step reads nothing back
     input_pos = torch.tensor([T], device=idx.device)
     for _ in range(max_new_tokens - 1):
         logits = decode(model, new[-1], input_pos, cache)
         input_pos += 1
-        seen.append(logits)
+        if keep_logits:
+            seen.append(logits)
         new.append(sample(logits))
     return torch.cat([idx, *new], dim=1), seen
 
 
-def naive_loop(model, idx, max_new_tokens, sample):
-    """Recompute the whole sequence for every new token: no cache. Returns (ids, each step's logits)."""
+def naive_loop(model, idx, max_new_tokens, sample, keep_logits=False):
+    """Recompute the whole sequence for every new token: no cache. Returns (ids, each step's logits if
+    keep_logits else [])."""
     seq, seen = idx, []
     for _ in range(max_new_tokens):
         logits = model(seq, last_only=True, check=False)[:, -1]
-        seen.append(logits)
+        if keep_logits:
+            seen.append(logits)
         seq = torch.cat([seq, sample(logits)], dim=1)
     return seq, seen
