@@ -59,7 +59,11 @@ def test_step_logits_are_kept_only_when_asked_for(use_cache, return_logits):
     model, idx, memory = make(), prompt(), []
     model.lm_head.register_forward_hook(lambda m, args, out: memory.append(weakref.ref(out.untyped_storage())))
     alive = []
-    model.norm_f.register_forward_hook(lambda m, args, out: alive.append(sum(r() is not None for r in memory[:-2])))
+
+    def count_kept(module, args, out):
+        alive.append(sum(ref() is not None for ref in memory[:-2]))
+
+    model.norm_f.register_forward_hook(count_kept)
     generate(model, idx, 10, temperature=0.0, use_cache=use_cache, return_logits=return_logits)
     # at the last step: the logits of steps 1 to 7 (of 9 so far)
     assert len(memory) == len(alive) == 10
