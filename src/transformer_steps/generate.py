@@ -108,7 +108,8 @@ def cached_loop(model, idx, max_new_tokens, sample, decode, keep_logits=False):
     B, T = idx.shape
     cache = model.make_cache(B, T + max_new_tokens)
     logits = prefill(model, idx, cache, check=False)
-    seen, new = [logits] if keep_logits else [], [sample(logits)]
+    seen = [logits] if keep_logits else []
+    new = [sample(logits)]
     # on the device, advanced in place: a step reads nothing back
     input_pos = torch.tensor([T], device=idx.device)
     for _ in range(max_new_tokens - 1):
