@@ -26,8 +26,12 @@ book: venv
 	cp -r _build/zh/_build/html _build/html/zh
 	@echo "HTML: _build/html/index.html (English), _build/html/zh/index.html (中文)"
 
+# One worker per core (pytest-xdist). --dist loadfile keeps a file in one worker: a notebook's cells run in
+# order in one kernel, and a file's module-scoped fixtures (a browser, JupyterLab, the simulated Colab) are
+# built once. (loadgroup would spread the Colab chapters, but with pytest 9.2 xdist 3.8 cannot attach a group
+# to a node id.) The slowest tests are listed at the end, so a regression in time shows in the log.
 test: venv
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile --durations=30
 
 # The notebooks' stored outputs on an older CPU, emulated: ATen's generic kernels, MKL's SSE4.2 code path.
 portability: venv

@@ -53,9 +53,14 @@ def colab_kernel(tmp_path_factory):
     }))
     workdir = base / "content"  # Colab's /content: nothing from the repository is here
     workdir.mkdir()
+    # before any chapter's setup cell has installed the package: the modules the simulated Colab lacks
+    # (each worker of `pytest -n 2` builds its own, and runs chapters in any order)
+    importable = {module: subprocess.run([str(python), "-c", f"import {module}"], check=False,
+                                         capture_output=True).returncode == 0
+                  for module in ("transformer_steps", "myst_nb", "nbval", "tiktoken")}
     old = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = str(base / "jupyter")
-    yield python, workdir
+    yield python, workdir, importable
     if old is None:
         os.environ.pop("JUPYTER_PATH")
     else:
@@ -63,16 +68,16 @@ def colab_kernel(tmp_path_factory):
 
 
 def test_colab_environment_lacks_the_package_and_the_book_tools(colab_kernel):
-    python, _ = colab_kernel
-    for module in ("transformer_steps", "myst_nb", "nbval", "tiktoken"):
-        found = subprocess.run([str(python), "-c", f"import {module}"], check=False, capture_output=True)
-        assert found.returncode != 0, f"{module} must not be preinstalled in the simulated Colab"
+    _, _, importable = colab_kernel
+    assert set(importable) == {"transformer_steps", "myst_nb", "nbval", "tiktoken"}
+    preinstalled = [module for module, found in importable.items() if found]
+    assert preinstalled == [], f"{preinstalled} must not be preinstalled in the simulated Colab"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_chapter_runs_in_colab_and_reproduces_its_outputs(colab_kernel, path):
-    python, workdir = colab_kernel
+    python, workdir, _ = colab_kernel
     stored = nbformat.read(path, as_version=4)
     nb = nbformat.read(path, as_version=4)
     figure_audit.instrument(nb)  # the static figures are audited on the way (tests/figure_audit.py)
