@@ -29,6 +29,10 @@ ASSERT_LINE = re.compile(r"\s*(assert\b|torch\.testing\.assert_close|assert_clos
 PLOT_LINE = re.compile(r"\b(plt|ax|axes|axs|fig|figure|go|px|interactive|heatmap|loss_curves|colorbar|legend"
                        r"|xaxis|yaxis|layout|annotations?|marker|trace|update_\w+|add_\w+|set_\w+)\b")
 MAX_PLOT_LINES = 10
+# Verification mentioned in the main line's prose, and the package named there (see main_line).
+ASSERT_WORD = re.compile(r"\bassert\w*", re.IGNORECASE)
+PACKAGE_WORD = re.compile(r"\bpackage\b|transformer_steps", re.IGNORECASE)
+GOING_FURTHER = re.compile(r"^#+\s*Going further", re.MULTILINE)
 
 
 def source(cell: dict) -> str:
@@ -65,6 +69,23 @@ def plot_lines(text: str) -> int:
     return sum(bool(PLOT_LINE.search(line)) for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
+def main_line(cells: list[dict]) -> str:
+    """The prose a reader follows: Markdown before "Going further", without folded <details> and comments."""
+    parts = []
+    for cell in cells:
+        if cell["cell_type"] != "markdown":
+            continue
+        text = source(cell)
+        heading = GOING_FURTHER.search(text)
+        if heading:
+            parts.append(text[:heading.start()])
+            break
+        parts.append(text)
+    prose = "\n".join(parts)
+    prose = re.sub(r"<details>.*?</details>", " ", prose, flags=re.DOTALL)
+    return re.sub(r"<!--.*?-->", " ", prose, flags=re.DOTALL)
+
+
 def measure(path: Path) -> dict:
     cells = json.loads(path.read_text())["cells"]
     code = [c for c in cells if c["cell_type"] == "code" and source(c).strip()]
@@ -80,6 +101,8 @@ def measure(path: Path) -> dict:
         "dangling": sum(bool(DANGLING.match(line)) for c in code for line in source(c).splitlines()),
         "long plot cells": sum(plot_lines(source(c)) > MAX_PLOT_LINES for c in lab if c in book),
         "half-folded": sum(1 for c in code if (c in book) != (c in lab) and c is not code[0]),
+        "main: assert": len(ASSERT_WORD.findall(main_line(cells))),
+        "main: package": len(PACKAGE_WORD.findall(main_line(cells))),
     }
 
 
