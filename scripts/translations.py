@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 ZH = BOOK / "zh"
-PAGES = ["intro.md", "notation.md", "glossary.md", "run_it_yourself.md", "references.md"]
+PAGES = ["intro.md", "notation.md", "glossary.md", "run_it_yourself.md", "references.md", "cost_card.md"]
 HEADER = re.compile(r"^%%% cell (\S+)\s*$", re.MULTILINE)
 PAGE_STAMP = re.compile(r"\n*<!-- translation of book/(\S+) sha256=([0-9a-f]{64}) -->\s*\Z")
 
