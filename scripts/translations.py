@@ -1,14 +1,18 @@
 """The Chinese edition, book/zh/, kept in step with the English one.
 
-A zh notebook is its English notebook with the Markdown translated: code cells and their outputs are copied
-from English (nbval's English pass covers them), and each Markdown cell records the SHA-256 of the English
-text it translates, in metadata.translation.source_sha256. A zh Markdown page records its English page's hash
-in its last line, an HTML comment. tests/test_translation.py fails on any translation older than its English.
+A zh notebook is its English notebook with the Markdown and the code comments translated: code cells and their
+outputs come from English (nbval's English pass covers them), and each translated cell records the SHA-256 of
+the English text it translates, in metadata.translation.source_sha256. A code cell keeps its Chinese comments
+while its English is unchanged and its code (comments aside) is the English code token for token; once the
+English changes it is copied in English again and listed, to be translated again. A zh Markdown page records
+its English page's hash in its last line, an HTML comment. tests/test_translation.py fails on any Markdown
+translation older than its English.
 
     python scripts/translations.py            # `make translations`: copy code and outputs from English into
                                               # every zh notebook, list the stale and untranslated cells
-    python scripts/translations.py export book/03_embeddings.ipynb [--stale]  > en.txt
-                                              # the English Markdown cells (or only those to redo), as text
+    python scripts/translations.py export book/03_embeddings.ipynb [--stale] [--code]  > en.txt
+                                              # the English Markdown cells (or only those to redo), as text;
+                                              # --code: the code cells whose comments are to translate
     python scripts/translations.py import book/zh/03_embeddings.ipynb zh.txt
                                               # put translated cells in, recording the English they translate
     python scripts/translations.py stamp book/zh/intro.md
@@ -21,9 +25,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import json
 import re
 import sys
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,26 +60,64 @@ def save(path: Path, notebook: dict) -> None:
     path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
 
 
+# comments that tools read: they stay exactly as in English
+DIRECTIVE = re.compile(r"#\s*(NBVAL_\w+|noqa\b|type:|fmt:)")
+
+
+def code_tokens(text: str) -> list[tuple[int, str]]:
+    """The code's Python tokens without its comments: equal for a cell and its translation."""
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    return [(t.type, t.string) for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)]
+
+
+def directives(text: str) -> list[str]:
+    return [m.group(0) for m in DIRECTIVE.finditer(text)]
+
+
+def comment_lines(text: str) -> list[str]:
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    return [t.string for t in tokens if t.type == tokenize.COMMENT]
+
+
+def same_code(english: str, chinese: str) -> bool:
+    """The same program: tokens equal with comments removed, and every tool directive kept."""
+    return code_tokens(english) == code_tokens(chinese) and directives(english) == directives(chinese)
+
+
 def synced(english: dict, chinese: dict | None) -> dict:
-    """The zh notebook for this English one: English code cells, the zh Markdown cells kept by id (an English
-    cell without a translation yet is copied in English, with no hash)."""
-    translated = {c["id"]: c for c in (chinese or {}).get("cells", []) if c["cell_type"] == "markdown"}
+    """The zh notebook for this English one: the zh Markdown cells kept by id (an English cell without a
+    translation yet is copied in English, with no hash); English code cells and outputs, with the zh cell's
+    translated comments where that cell translates today's English code."""
+    translated = {c["id"]: c for c in (chinese or {}).get("cells", [])}
     cells = []
     for cell in english["cells"]:
-        if cell["cell_type"] != "markdown":
-            cells.append(copy.deepcopy(cell))
-            continue
         zh = translated.get(cell["id"])
         new = copy.deepcopy(cell)
-        if zh is not None:
-            new["source"] = zh["source"]
-            if "translation" in zh.get("metadata", {}):
-                new["metadata"]["translation"] = zh["metadata"]["translation"]
+        if zh is not None and zh["cell_type"] == cell["cell_type"]:
+            record = zh.get("metadata", {}).get("translation")
+            current = record is not None and record.get("source_sha256") == sha256(source(cell))
+            if cell["cell_type"] == "markdown" or (current and same_code(source(cell), source(zh))):
+                new["source"] = zh["source"]
+                if record is not None:
+                    new["metadata"]["translation"] = record
         cells.append(new)
     notebook = copy.deepcopy(english)
     notebook["cells"] = cells
     notebook["metadata"]["language"] = "zh-CN"
     return notebook
+
+
+def code_status(english: dict, chinese: dict) -> list[str]:
+    """Ids of the zh code cells whose English comments are not translated (yet, or again)."""
+    en = {c["id"]: source(c) for c in english["cells"] if c["cell_type"] == "code"}
+    return [c["id"] for c in chinese["cells"] if c["cell_type"] == "code" and c["id"] in en
+            and comment_lines(en[c["id"]]) and c["id"] != english["cells"][first_code(english)]["id"]
+            and c.get("metadata", {}).get("translation", {}).get("source_sha256") != sha256(en[c["id"]])]
+
+
+def first_code(notebook: dict) -> int:
+    """The Colab setup cell, book/_setup_cell.py verbatim in both editions."""
+    return next(i for i, c in enumerate(notebook["cells"]) if c["cell_type"] == "code")
 
 
 def cell_status(english: dict, chinese: dict) -> list[tuple[str, str]]:
@@ -112,24 +156,35 @@ def parse_cells(text: str) -> dict[str, str]:
     return {cell_id: body.strip("\n") for cell_id, body in zip(parts[1::2], parts[2::2])}
 
 
-def export(english_path: Path, only_stale: bool) -> str:
+def export(english_path: Path, only_stale: bool, code: bool = False) -> str:
     english = load(english_path)
     wanted = None
     zh_path = ZH / english_path.name
-    if only_stale and zh_path.exists():
-        wanted = {cell_id for cell_id, _ in cell_status(english, synced(english, load(zh_path)))}
+    chinese = synced(english, load(zh_path) if zh_path.exists() else None)
+    if code:
+        wanted = set(code_status(english, chinese)) if only_stale else {
+            c["id"] for i, c in enumerate(english["cells"])
+            if c["cell_type"] == "code" and comment_lines(source(c)) and i != first_code(english)}
+    elif only_stale and zh_path.exists():
+        wanted = {cell_id for cell_id, _ in cell_status(english, chinese)}
+    kind = "code" if code else "markdown"
     return "".join(f"%%% cell {c['id']}\n{source(c)}\n\n" for c in english["cells"]
-                   if c["cell_type"] == "markdown" and (wanted is None or c["id"] in wanted))
+                   if c["cell_type"] == kind and (wanted is None or c["id"] in wanted))
 
 
 def import_cells(zh_path: Path, text_path: Path) -> list[str]:
     english = load(english_of(zh_path))
     notebook = synced(english, load(zh_path) if zh_path.exists() else None)
-    en = {c["id"]: source(c) for c in english["cells"] if c["cell_type"] == "markdown"}
+    en = {c["id"]: source(c) for c in english["cells"]}
+    kinds = {c["id"]: c["cell_type"] for c in english["cells"]}
     cells = parse_cells(text_path.read_text(encoding="utf-8"))
     unknown = sorted(set(cells) - set(en))
     if unknown:
-        raise ValueError(f"{text_path}: no English Markdown cell with id {unknown} in {english_of(zh_path).name}")
+        raise ValueError(f"{text_path}: no English cell with id {unknown} in {english_of(zh_path).name}")
+    changed = sorted(i for i in cells if kinds[i] == "code" and not same_code(en[i], cells[i]))
+    if changed:
+        raise ValueError(f"{text_path}: cells {changed} change the code, not only its comments (or drop a "
+                         "NBVAL/noqa directive)")
     for cell in notebook["cells"]:
         if cell["id"] in cells:
             cell["source"] = cells[cell["id"]].splitlines(keepends=True)
@@ -150,6 +205,9 @@ def sync_all() -> int:
         for cell_id, state in cell_status(english, notebook):
             print(f"{zh_path.relative_to(ROOT)}: cell {cell_id} {state}")
             todo += 1
+        code = code_status(english, notebook)
+        if code:
+            print(f"{zh_path.relative_to(ROOT)}: {len(code)} code cells with English comments (export --code)")
     for page in PAGES:
         zh_page = ZH / page
         state = page_status(zh_page) if zh_page.exists() else "missing"
@@ -166,7 +224,7 @@ def main(argv: list[str]) -> int:
         return 0
     command, *args = argv
     if command == "export":
-        sys.stdout.write(export(Path(args[0]), "--stale" in args))
+        sys.stdout.write(export(Path(args[0]), "--stale" in args, "--code" in args))
     elif command == "import":
         done = import_cells(Path(args[0]), Path(args[1]))
         print(f"{args[0]}: {len(done)} cells translated")

@@ -73,8 +73,13 @@ def differences_in_code(english: dict, chinese: dict) -> list[str]:
             meta = {k: v for k, v in zh.get("metadata", {}).items() if k != "translation"}
             if meta != en.get("metadata", {}):
                 problems.append(f"cell {en['id']}: metadata {meta} instead of {en.get('metadata')}")
-        elif en != zh:
+            continue
+        plain = {**zh, "source": en["source"], "metadata": {k: v for k, v in zh.get("metadata", {}).items()
+                                                            if k != "translation"}}
+        if plain != en:
             problems.append(f"cell {en['id']}: code, outputs or metadata differ from the English cell")
+        elif not translations.same_code(translations.source(en), translations.source(zh)):
+            problems.append(f"cell {en['id']}: its code (comments aside) differs from the English cell")
     return problems
 
 
@@ -144,6 +149,34 @@ def test_code_copied_from_english_is_checked():
     assert differences_in_code(english, chinese) == []
     expected = f"cell {code['id']}: code, outputs or metadata differ from the English cell"
     assert differences_in_code(english, mutated) == [expected]
+    # translated comments are allowed; a changed token or a dropped nbval directive is not
+    path = next(p for p in NOTEBOOKS if "08_" in p.name)
+    english, mutated = load(path), load(zh_path(path))
+    code = next(c for c in mutated["cells"] if c["cell_type"] == "code" and "# NBVAL_IGNORE_OUTPUT" in
+                translations.source(c) and "\n# " in translations.source(c))
+    text = translations.source(code)
+    code["source"] = re.sub(r"\n# (?!NBVAL).*", "\n# 中文注释", text, count=1)
+    assert code["source"] != text and differences_in_code(english, mutated) == []
+    for wrong in (text.replace("# NBVAL_IGNORE_OUTPUT", "# 忽略输出"), text.replace("(", "( 1 +", 1)):
+        code["source"] = wrong
+        assert differences_in_code(english, mutated) == [
+            f"cell {code['id']}: its code (comments aside) differs from the English cell"]
+
+
+def test_translated_comments_are_kept_until_the_english_code_changes():
+    path = next(p for p in NOTEBOOKS if "08_" in p.name)
+    english, chinese = load(path), load(zh_path(path))
+    cell = next(c for c in english["cells"][2:] if c["cell_type"] == "code" and "\n# " in translations.source(c))
+    text = translations.source(cell)
+    zh = next(c for c in chinese["cells"] if c["id"] == cell["id"])
+    zh["source"] = re.sub(r"\n# .*", "\n# 中文注释", text, count=1)
+    zh["metadata"]["translation"] = {"source_sha256": translations.sha256(text)}
+    kept = next(c for c in translations.synced(english, chinese)["cells"] if c["id"] == cell["id"])
+    assert kept["source"] == zh["source"] and cell["id"] not in translations.code_status(english, chinese)
+    # the English code changes: the English comes back, and the cell is listed for translation
+    cell["source"] = text + "\n"
+    back = next(c for c in translations.synced(english, chinese)["cells"] if c["id"] == cell["id"])
+    assert back["source"] == cell["source"] and cell["id"] in translations.code_status(english, chinese)
 
 
 # --- the same truths -----------------------------------------------------------------------------------------
