@@ -85,7 +85,7 @@ def test_every_parameter_is_plain_row_major_and_safetensors_round_trips(tmp_path
 
 @pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
 def test_for_cpu_decode_is_an_opt_in_layout_with_the_same_values_and_outputs(norm):
-    from transformer_steps.fastpath import FusedLayerNorm, FusedRMSNorm, for_cpu_decode
+    from transformer_steps.fastpath import BuiltinLayerNorm, BuiltinRMSNorm, for_cpu_decode
     from transformer_steps.norms import LayerNorm, RMSNorm
 
     plain = perturb(make(tie_embeddings=False, ffn="swiglu", norm=norm)).eval()
@@ -93,7 +93,7 @@ def test_for_cpu_decode_is_an_opt_in_layout_with_the_same_values_and_outputs(nor
     fast.load_state_dict(plain.state_dict())
     # every norm computed in one kernel, with the same parameters (the state dict keys stay)
     norms = [m for m in fast.modules() if isinstance(m, (LayerNorm, RMSNorm))]
-    assert norms and all(type(m) in (FusedLayerNorm, FusedRMSNorm) for m in norms)
+    assert norms and all(type(m) in (BuiltinLayerNorm, BuiltinRMSNorm) for m in norms)
     assert list(fast.state_dict()) == list(plain.state_dict())
     linears = [m.weight for m in fast.modules() if isinstance(m, nn.Linear)]
     # the longer side contiguous: column-major where out > in, row-major where out <= in
