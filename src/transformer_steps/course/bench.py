@@ -6,7 +6,7 @@ prefill); (d) on CUDA only: decode tokens/s and achieved memory bandwidth for a 
 (e) cached greedy decode of the (a) model (12.6M parameters, float32) against this machine's weight-streaming
 bound, measured in the same run: one matrix-vector product over a square float32 matrix of as many bytes as
 a decode step reads (weights + KV cache), for the default model and with the opt-in
-`fastpath.for_cpu_decode` (weight layout, one-kernel norms), target >= 50% of that speed with the opt-in; (f) `torch.compile(decode_one_token)`
+`fastpath.for_cpu_decode` (weight layout, built-in norms), target >= 50% of that speed with the opt-in; (f) `torch.compile(decode_one_token)`
 (the same forward, compiled; both sides with the opt-in) on the (b)-shaped tiny Llama: cold compile
 time (a fresh inductor cache), compiled vs eager ms per decode token, and the generation length at which
 compiling pays off. (f) needs a C++ compiler,
