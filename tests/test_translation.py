@@ -196,8 +196,12 @@ def formulas_and_links(markdown: str) -> dict[str, set[str]]:
     display = re.findall(r"\$\$.*?\$\$", no_code, flags=re.DOTALL)
     inline = re.findall(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$", re.sub(r"\$\$.*?\$\$", " ", no_code, flags=re.DOTALL),
                         flags=re.DOTALL)
-    return {"display math": {" ".join(d.split()) for d in display},
-            "inline math": {" ".join(i.split()) for i in inline},
+    # words inside \text{...} are prose, translated with the rest; the mathematics around them is not
+    def math(formula: str) -> str:
+        return " ".join(re.sub(r"\\text\{[^{}]*\}", r"\\text{}", formula).split())
+
+    return {"display math": {math(d) for d in display},
+            "inline math": {math(i) for i in inline},
             "link targets": set(re.findall(r"\]\(([^)\s]+)\)", no_code)),
             "code spans": set(re.findall(r"`[^`\n]+`", no_code))}
 
