@@ -59,7 +59,7 @@ def check_token_ids(name: str, ids, vocab_size: int) -> None:
 
 
 def check_forward_inputs(cfg, idx, input_pos=None, cache=None) -> None:
-    """What TransformerLM.forward needs of ids idx (B, T), positions input_pos (T,) and a cache (one KVCache per
+    """What TransformerLM.forward needs of ids idx (B, T), positions input_pos (T,) or (B, T) and a cache (one KVCache per
     layer). Reads the ids' and positions' values back from the device once."""
     import torch
 
@@ -90,8 +90,9 @@ def check_forward_inputs(cfg, idx, input_pos=None, cache=None) -> None:
         if not isinstance(input_pos, torch.Tensor) or input_pos.dtype != torch.long:
             got = input_pos.dtype if isinstance(input_pos, torch.Tensor) else type(input_pos).__name__
             raise TypeError(f"input_pos must be a torch.long tensor of positions, got {got}")
-        if input_pos.shape != (T,):
-            raise ValueError(f"input_pos must hold one position per token, ({T},), got {tuple(input_pos.shape)}")
+        if input_pos.shape not in ((T,), (B, T)):
+            raise ValueError(f"input_pos must hold one position per token, ({T},), got {tuple(input_pos.shape)}; "
+                             f"or one per sequence and token, ({B}, {T})")
         if input_pos.device != idx.device:
             raise ValueError(f"input_pos is on {input_pos.device} and idx on {idx.device}: put both on one device")
         # the ids and the positions read back together: one copy from the device
