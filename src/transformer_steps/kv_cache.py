@@ -36,6 +36,10 @@ class KVCache:
     def max_len(self) -> int:
         return self.k.shape[2]
 
+    @property
+    def batch_size(self) -> int:
+        return self.k.shape[0]
+
     def update(self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Write k, v (B, nkv, T, hs) at the positions input_pos (T,), or (B, T) for each sequence at its own;
         return the whole buffers."""

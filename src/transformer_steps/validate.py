@@ -77,12 +77,15 @@ def check_forward_inputs(cfg, idx, input_pos=None, cache=None) -> None:
     if cache is not None:
         if not cfg.causal:
             raise ValueError("a KV cache needs a causal model (cfg.causal=True)")
-        if not isinstance(cache, (list, tuple)) or not all(isinstance(c, KVCache) for c in cache):
+        # a KVCache per layer, or serving's paged layers: whatever has KVCache's update, max_len and batch_size
+        if not isinstance(cache, (list, tuple)) or not all(
+                isinstance(c, KVCache) or all(hasattr(c, a) for a in ("update", "max_len", "batch_size"))
+                for c in cache):
             raise TypeError(f"cache must be a list of KVCache (model.make_cache), got {type(cache).__name__}")
         if len(cache) != cfg.n_layers:
             raise ValueError(f"cache must hold one KVCache per layer ({cfg.n_layers}), got {len(cache)}")
-        if cache[0].k.shape[0] != B:
-            raise ValueError(f"the cache holds {cache[0].k.shape[0]} sequences, but idx has {B}")
+        if cache[0].batch_size != B:
+            raise ValueError(f"the cache holds {cache[0].batch_size} sequences, but idx has {B}")
     if input_pos is None:
         lo_pos, hi_pos = 0, T - 1
         check_token_ids("token ids", idx, cfg.vocab_size)

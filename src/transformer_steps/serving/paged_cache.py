@@ -134,10 +134,12 @@ class PagedKVCache:
 
 
 class PagedLayer:
-    """One layer's pool through a batch's block tables, with KVCache's update(input_pos, k, v) and max_len."""
+    """One layer's pool through a batch's block tables, with KVCache's update(input_pos, k, v), max_len and
+    batch_size: what the model's attention calls."""
 
     def __init__(self, k_pool: torch.Tensor, v_pool: torch.Tensor, tables: torch.Tensor):
         self.k_pool, self.v_pool, self.tables = k_pool, v_pool, tables
+        self.batch_size = tables.shape[0]
         self.max_len = tables.shape[1] * k_pool.shape[1]  # positions 0 .. max_len - 1 of each sequence
 
     def update(self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
