@@ -43,9 +43,10 @@ class KVCache:
     def update(self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Write k, v (B, nkv, T, hs) at the positions input_pos (T,), or (B, T) for each sequence at its own;
         return the whole buffers."""
-        B, nkv, T, hs = self.k.shape[0], self.k.shape[1], k.shape[2], self.k.shape[3]
+        B, nkv, _, hs = self.k.shape
         if k.shape != v.shape or k.dim() != 4 or k.shape[:2] != (B, nkv) or k.shape[3] != hs:
             raise ValueError(f"k and v must both be ({B}, {nkv}, T, {hs}), got {tuple(k.shape)} and {tuple(v.shape)}")
+        T = k.shape[2]
         if input_pos.shape not in ((T,), (B, T)):
             raise ValueError(f"input_pos must hold one position per key ({T},), got {tuple(input_pos.shape)}; "
                              f"or one per sequence and key, ({B}, {T})")
