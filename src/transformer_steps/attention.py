@@ -46,7 +46,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
 
 
 # The two kernels take the same arguments and return (output, weights or None), as HF's attention functions do:
-# q (B, nh, T, hs), k and v (B, nkv, T_k, hs) with nkv dividing nh, mask (T, T_k) bool or None.
+# q (B, nh, T, hs), k and v (B, nkv, T_k, hs) with nkv dividing nh, mask (T, T_k) bool or None, or
+# (B, 1, T, T_k) for sequences at their own positions.
 
 
 def reference_attention(q, k, v, mask):
@@ -85,7 +86,8 @@ class CausalSelfAttention(nn.Module):
         mask: (T, T_k) bool, True = attend; None means causal over x's own T tokens (or no mask at all for
         cfg.causal=False). rope: the (cos, sin) tables of x's positions, each (T, hs). cache: a KVCache, into
         which this call writes its keys and values at input_pos (T,); the queries then attend to the whole
-        cache, and mask must hide the positions not yet written.
+        cache, and mask must hide the positions not yet written. Per-sequence positions input_pos (B, T) take
+        a (B, 1, T, T_k) mask and (B, 1, T, hs) tables, and the cache gives each sequence its own keys.
         """
         B, T, _ = x.shape
         nh, nkv, hs = self.n_heads, self.n_kv_heads, self.head_dim

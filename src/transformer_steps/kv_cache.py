@@ -36,16 +36,28 @@ class KVCache:
     def max_len(self) -> int:
         return self.k.shape[2]
 
+    @property
+    def batch_size(self) -> int:
+        return self.k.shape[0]
+
     def update(self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        """Write k, v (B, nkv, T, hs) at the positions input_pos (T,); return the whole buffers."""
+        """Write k, v (B, nkv, T, hs) at the positions input_pos (T,), or (B, T) for each sequence at its own;
+        return the whole buffers."""
         B, nkv, _, hs = self.k.shape
         if k.shape != v.shape or k.dim() != 4 or k.shape[:2] != (B, nkv) or k.shape[3] != hs:
             raise ValueError(f"k and v must both be ({B}, {nkv}, T, {hs}), got {tuple(k.shape)} and {tuple(v.shape)}")
-        if input_pos.shape != (k.shape[2],):
-            raise ValueError(f"input_pos must hold one position per key ({k.shape[2]},), got {tuple(input_pos.shape)}")
+        T = k.shape[2]
+        if input_pos.shape not in ((T,), (B, T)):
+            raise ValueError(f"input_pos must hold one position per key ({T},), got {tuple(input_pos.shape)}; "
+                             f"or one per sequence and key, ({B}, {T})")
         # in the cache's dtype (a bf16 step under autocast writes into a float32 cache)
-        self.k.index_copy_(2, input_pos, k.to(self.k.dtype))
-        self.v.index_copy_(2, input_pos, v.to(self.v.dtype))
+        if input_pos.dim() == 1:
+            self.k.index_copy_(2, input_pos, k.to(self.k.dtype))
+            self.v.index_copy_(2, input_pos, v.to(self.v.dtype))
+        else:
+            rows = torch.arange(B, device=input_pos.device)[:, None]  # (B, 1), beside input_pos (B, T)
+            self.k[rows, :, input_pos] = k.transpose(1, 2).to(self.k.dtype)  # indexed as (B, T, nkv, hs)
+            self.v[rows, :, input_pos] = v.transpose(1, 2).to(self.v.dtype)
         return self.k, self.v
 
     def reset(self):

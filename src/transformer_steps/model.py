@@ -61,10 +61,12 @@ class TransformerLM(nn.Module):
 
     def forward(self, idx: torch.Tensor, input_pos: torch.Tensor | None = None, cache: list[KVCache] | None = None,
                 *, last_only: bool = False, check: bool = True) -> torch.Tensor:
-        """Logits (B, T, vocab_size) for token ids idx (B, T) at positions input_pos (T,), by default 0 .. T-1.
+        """Logits (B, T, vocab_size) for token ids idx (B, T) at positions input_pos (T,), by default 0 .. T-1,
+        or (B, T): each sequence at its own positions (a ragged batch; serving's engine).
 
-        cache: one KVCache per layer; each layer writes its keys and values at input_pos, and the queries
-        attend to every position the cache holds up to their own. last_only: the last position's logits only,
+        cache: one KVCache per layer (or anything with its update(input_pos, k, v) and max_len, as serving's
+        paged cache); each layer writes its keys and values at input_pos, and the queries attend to every
+        position the cache holds up to their own. last_only: the last position's logits only,
         (B, 1, V). check: validate the arguments first, which reads the ids and positions back from the device
         once; decode_one_token passes False, since the ids it feeds are the model's own.
         """
@@ -77,7 +79,11 @@ class TransformerLM(nn.Module):
             x = x + self.pos_emb(pos)
         elif self.cfg.pos == "sinusoidal":
             x = x + self.pos_table[pos].to(x.dtype)
-        rope = (self.rope_cos[pos], self.rope_sin[pos]) if self.cfg.pos == "rope" else None
+        rope = None
+        if self.cfg.pos == "rope":
+            cos, sin = self.rope_cos[pos], self.rope_sin[pos]  # (T, hs), or (B, T, hs)
+            # per-sequence positions: (B, 1, T, hs), one table for every head
+            rope = (cos, sin) if pos.dim() == 1 else (cos[:, None], sin[:, None])
         x = self.dropout(x)
         mask = self.attention_mask(pos, cache)
         for i, block in enumerate(self.blocks):
@@ -91,11 +97,13 @@ class TransformerLM(nn.Module):
         """(T, T_k) bool, True where the query at position pos[i] may attend to the key at position j <= pos[i]:
         over every slot of the cache (the slots not written yet lie ahead of every query), or over the T tokens
         themselves. Built from the positions rather than sliced from a (max_seq_len, max_seq_len) table, which
-        would take 17 GB at Llama 3's 131,072 positions."""
+        would take 17 GB at Llama 3's 131,072 positions. For per-sequence positions pos (B, T): (B, 1, T, T_k),
+        each sequence's own mask, the same for every head."""
         if not self.cfg.causal:
             return None
         key_pos = torch.arange(cache[0].max_len, device=pos.device) if cache is not None else pos
-        return key_pos[None, :] <= pos[:, None]
+        mask = key_pos[..., None, :] <= pos[..., :, None]  # (T, T_k), or (B, T, T_k)
+        return mask if pos.dim() == 1 else mask[:, None]
 
     def check_inputs(self, idx, input_pos=None, cache=None):
         """TypeError or ValueError, naming the problem, for ids, positions or a cache forward cannot take."""

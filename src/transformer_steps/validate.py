@@ -59,7 +59,7 @@ def check_token_ids(name: str, ids, vocab_size: int) -> None:
 
 
 def check_forward_inputs(cfg, idx, input_pos=None, cache=None) -> None:
-    """What TransformerLM.forward needs of ids idx (B, T), positions input_pos (T,) and a cache (one KVCache per
+    """What TransformerLM.forward needs of ids idx (B, T), positions input_pos (T,) or (B, T) and a cache (one KVCache per
     layer). Reads the ids' and positions' values back from the device once."""
     import torch
 
@@ -77,12 +77,15 @@ def check_forward_inputs(cfg, idx, input_pos=None, cache=None) -> None:
     if cache is not None:
         if not cfg.causal:
             raise ValueError("a KV cache needs a causal model (cfg.causal=True)")
-        if not isinstance(cache, (list, tuple)) or not all(isinstance(c, KVCache) for c in cache):
+        # a KVCache per layer, or serving's paged layers: whatever has KVCache's update, max_len and batch_size
+        if not isinstance(cache, (list, tuple)) or not all(
+                isinstance(c, KVCache) or all(hasattr(c, a) for a in ("update", "max_len", "batch_size"))
+                for c in cache):
             raise TypeError(f"cache must be a list of KVCache (model.make_cache), got {type(cache).__name__}")
         if len(cache) != cfg.n_layers:
             raise ValueError(f"cache must hold one KVCache per layer ({cfg.n_layers}), got {len(cache)}")
-        if cache[0].k.shape[0] != B:
-            raise ValueError(f"the cache holds {cache[0].k.shape[0]} sequences, but idx has {B}")
+        if cache[0].batch_size != B:
+            raise ValueError(f"the cache holds {cache[0].batch_size} sequences, but idx has {B}")
     if input_pos is None:
         lo_pos, hi_pos = 0, T - 1
         check_token_ids("token ids", idx, cfg.vocab_size)
@@ -90,8 +93,9 @@ def check_forward_inputs(cfg, idx, input_pos=None, cache=None) -> None:
         if not isinstance(input_pos, torch.Tensor) or input_pos.dtype != torch.long:
             got = input_pos.dtype if isinstance(input_pos, torch.Tensor) else type(input_pos).__name__
             raise TypeError(f"input_pos must be a torch.long tensor of positions, got {got}")
-        if input_pos.shape != (T,):
-            raise ValueError(f"input_pos must hold one position per token, ({T},), got {tuple(input_pos.shape)}")
+        if input_pos.shape not in ((T,), (B, T)):
+            raise ValueError(f"input_pos must hold one position per token, ({T},), got {tuple(input_pos.shape)}; "
+                             f"or one per sequence and token, ({B}, {T})")
         if input_pos.device != idx.device:
             raise ValueError(f"input_pos is on {input_pos.device} and idx on {idx.device}: put both on one device")
         # the ids and the positions read back together: one copy from the device
