@@ -67,7 +67,9 @@ DIRECTIVE = re.compile(r"#\s*(NBVAL_\w+|noqa\b|type:|fmt:)")
 def code_tokens(text: str) -> list[tuple[int, str]]:
     """The code's Python tokens without its comments: equal for a cell and its translation."""
     tokens = tokenize.generate_tokens(io.StringIO(text).readline)
-    return [(t.type, t.string) for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)]
+    # a NEWLINE token's text is "" at the very end of a cell without a final line break
+    return [(t.type, "" if t.type == tokenize.NEWLINE else t.string) for t in tokens
+            if t.type not in (tokenize.COMMENT, tokenize.NL)]
 
 
 def directives(text: str) -> list[str]:
@@ -187,7 +189,12 @@ def import_cells(zh_path: Path, text_path: Path) -> list[str]:
                          "NBVAL/noqa directive)")
     for cell in notebook["cells"]:
         if cell["id"] in cells:
-            cell["source"] = cells[cell["id"]].splitlines(keepends=True)
+            text = cells[cell["id"]]
+            if kinds[cell["id"]] == "code":
+                # the text format drops a cell's final line breaks: keep the English ones
+                english_text = en[cell["id"]]
+                text = text.rstrip("\n") + english_text[len(english_text.rstrip("\n")):]
+            cell["source"] = text.splitlines(keepends=True)
             cell["metadata"]["translation"] = {"source_sha256": sha256(en[cell["id"]])}
     save(zh_path, notebook)
     return sorted(cells)
