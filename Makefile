@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 # Tools (jupyter-book, the notebook kernel) come from the venv.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: venv book test portability refresh lab bench train linkcheck translations clean
+.PHONY: venv book test portability refresh lab bench train linkcheck translations chapter-costs clean
 
 venv: $(STAMP)
 
@@ -26,12 +26,11 @@ book: venv
 	cp -r _build/zh/_build/html _build/html/zh
 	@echo "HTML: _build/html/index.html (English), _build/html/zh/index.html (中文)"
 
-# One worker per core (pytest-xdist). --dist loadfile keeps a file in one worker: a notebook's cells run in
-# order in one kernel, and a file's module-scoped fixtures (a browser, JupyterLab, the simulated Colab) are
-# built once. (loadgroup would spread the Colab chapters, but with pytest 9.2 xdist 3.8 cannot attach a group
-# to a node id.) The slowest tests are listed at the end, so a regression in time shows in the log.
+# One worker per core (pytest-xdist). A test file stays in one worker, except the chapters' simulated-Colab runs,
+# which are handed out one by one (tests/conftest.py). The slowest tests are listed at the end, so a regression in
+# time shows in the log.
 test: venv
-	$(PY) -m pytest -n auto --dist loadfile --durations=30
+	$(PY) -m pytest -n auto --durations=30
 
 # The notebooks' stored outputs on an older CPU, emulated: ATen's generic kernels, MKL's SSE4.2 code path.
 portability: venv
@@ -42,6 +41,11 @@ portability: venv
 refresh: venv
 	$(PY) scripts/refresh_notebooks.py $(NB)
 	$(PY) scripts/translations.py
+
+# Each chapter run top to bottom, timed, its peak memory recorded (book/chapter_costs.json); the figures go into
+# each chapter's first screen and run_it_yourself.md, in both editions. Run it on a quiet machine.
+chapter-costs: venv
+	$(PY) scripts/chapter_costs.py $(NB)
 
 # The Chinese edition: copy code cells and outputs from the English notebooks into book/zh/, list the Markdown
 # cells and pages whose English changed since they were translated (see scripts/translations.py).
