@@ -55,6 +55,30 @@ def test_config_mapping():
     assert not gpt2.training and not llama.training
 
 
+# every field from_hf maps, each away from transformers' default (the tiny sizes already are: vocabulary 300,
+# 128 positions, width 64, 2 layers, 4 heads; Llama's 2 kv heads, d_ff 160, rope_theta 5000)
+NON_DEFAULT = {"gpt2": {"n_inner": 96, "layer_norm_epsilon": 1e-3, "activation_function": "gelu_pytorch_tanh"},
+               "llama-gqa": {"rms_norm_eps": 1e-3}}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_mapped_field_is_read_from_the_config(name):
+    hf_model = MODELS[name](**NON_DEFAULT[name])
+    c, model = hf_model.config, from_hf(hf_model)
+    eps = c.layer_norm_epsilon if name == "gpt2" else c.rms_norm_eps
+    ffn_dim = c.n_inner if name == "gpt2" else c.intermediate_size
+    kv_heads = c.num_attention_heads if name == "gpt2" else c.num_key_value_heads
+    assert (model.cfg.vocab_size, model.cfg.max_seq_len, model.cfg.d_model, model.cfg.n_layers, model.cfg.n_heads,
+            model.cfg.kv_heads, model.cfg.ffn_dim, model.cfg.norm_eps) == (
+        c.vocab_size, c.max_position_embeddings, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+        kv_heads, ffn_dim, eps)
+    assert all(m.eps == eps for m in model.modules() if hasattr(m, "eps"))
+    # eps 1e-3 is visible in the logits: the residual stream's variance is not far above it
+    idx = torch.randint(0, 300, (1, 20), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), hf_model(idx).logits, atol=1e-4, rtol=0)
+
+
 def test_logits_match(pair):
     hf_model, model = pair
     idx = torch.randint(0, 300, (3, 40), generator=torch.Generator().manual_seed(1))
