@@ -146,6 +146,8 @@ def test_keeps_dtype_and_bf16_rope_tables_give_the_bits_of_float32_ones():
     (lambda: tiny_gpt2(scale_attn_weights=False), "scale_attn_weights"),
     (lambda: tiny_llama(hidden_act="gelu"), "hidden_act"),
     (lambda: tiny_llama(rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0}), "linear"),
+    (lambda: tiny_llama(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}),
+     "partial_rotary_factor 0.5 is not supported; allowed: 1.0"),
     (lambda: tiny_llama(head_dim=32), "head_dim"),
     (lambda: tiny_llama(attention_bias=True), "mlp_bias"),
 ])
