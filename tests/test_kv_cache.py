@@ -94,13 +94,13 @@ def chunked(model, idx, chunks, cache):
                                      {"pos": "sinusoidal", "norm_position": "post"},
                                      {"pos": "none", "ffn": "moe", "n_kv_heads": 1},
                                      {"attn_impl": "reference", "pos": "rope"}])
-@pytest.mark.parametrize("chunks", [(10,), (4, 6), (3, 3, 3, 1), (1,) * 10])
-def test_chunked_prefill_equals_full_prefill(changes, chunks):
+def test_chunked_prefill_equals_full_prefill(changes):
+    """A first chunk, decode steps, then a chunk again (queries over cached keys), in each model variant."""
     model = tiny_model(scale=0.2, **changes)
     idx = torch.randint(0, 13, (2, 10), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         full = model(idx)
-    torch.testing.assert_close(chunked(model, idx, chunks, model.make_cache(2, max_len=12)), full)
+    torch.testing.assert_close(chunked(model, idx, (3, 1, 1, 4, 1), model.make_cache(2, max_len=12)), full)
 
 
 def test_a_reused_cache_hides_the_last_sequences_keys():
