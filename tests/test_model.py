@@ -301,6 +301,19 @@ def test_bad_token_ids(bad, error, message):
         model(bad)
 
 
+def test_the_input_checks_accept_their_last_valid_values():
+    """Ids 0 and V - 1, max_seq_len tokens, positions up to max_seq_len - 1: with positions given or not."""
+    model = make()
+    x = torch.tensor([[0, V - 1] * 6])  # 12 tokens, the model's max_seq_len
+    assert model(x).shape == model(x, torch.arange(12)).shape == (1, 12, V)
+    assert model(x[:, :3], torch.arange(9, 12)).shape == (1, 3, V)
+    assert model.loss(x, x.flip(1)).isfinite()
+    with pytest.raises(ValueError, match=rf"token ids must be in \[0, {V}\), got values in \[-1, {V - 1}\]"):
+        model(torch.tensor([[-1, V - 1]]), torch.arange(2))
+    with pytest.raises(ValueError, match=rf"targets must be in \[0, {V}\), got values in \[-1, 0\]"):
+        model.loss(x[:, :2], torch.tensor([[-1, 0]]))
+
+
 def test_bad_positions_and_cache_and_config():
     model = make()
     x = ids(T=3)
