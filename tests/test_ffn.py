@@ -130,6 +130,21 @@ def test_moe_with_every_expert_is_a_softmax_weighted_sum():
     assert moe.expert_load().tolist() == [7, 7, 7]
 
 
+def test_bf16_router_probabilities_and_gates_are_computed_in_float32():
+    """A bf16 MoE: the softmax over experts and the renormalised top-k gates in float32, rounded to bf16 once,
+    equal a float64 reference rounded once (a bf16 softmax and division round twice: about a third differ)."""
+    cfg = ModelConfig(vocab_size=5, max_seq_len=4, d_model=32, n_layers=1, n_heads=2, ffn="moe", d_ff=12,
+                      n_experts=8, experts_per_token=3)
+    torch.manual_seed(0)
+    moe = MoE(cfg).bfloat16()
+    x = randn(256, 32, seed=17).bfloat16()
+    with torch.no_grad():
+        moe(x)
+        top_p, top_i = torch.softmax(moe.router(x).double(), dim=-1).topk(3, dim=-1)
+    assert moe.last_gates.dtype == torch.bfloat16 and torch.equal(moe.last_expert_ids, top_i)
+    assert torch.equal(moe.last_gates, (top_p / top_p.sum(-1, keepdim=True)).bfloat16())
+
+
 def test_moe_router_and_experts_get_gradients():
     moe = make("moe")
     moe(randn(2, 5, 8, seed=16)).pow(2).sum().backward()

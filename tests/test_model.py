@@ -253,6 +253,18 @@ def test_loss_is_cross_entropy_and_about_log_v_at_init():
         model.loss(x, y[:, :5])
 
 
+def test_a_bf16_models_loss_is_computed_in_float32():
+    """The cross-entropy of bf16 logits in float32: it matches a float64 reference to float32 precision, where a
+    bf16 log-softmax would be off in the third digit."""
+    model = perturb(make(), scale=0.5).bfloat16()
+    x, y = ids(T=12), ids(T=12, seed=1)
+    loss = model.loss(x, y)
+    with torch.no_grad():
+        want = F.cross_entropy(model(x).double().flatten(0, 1), y.flatten())
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss.double(), want, rtol=1e-6, atol=0)
+
+
 @pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
 def test_dropout_only_in_training_mode(ffn):
     model = make(dropout=0.5, ffn=ffn)
