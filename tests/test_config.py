@@ -117,11 +117,11 @@ def test_each_check_accepts_its_last_valid_value_and_names_the_first_invalid_one
         cfg(**invalid)
 
 
-@pytest.mark.parametrize("name", ["vocab_size", "max_seq_len", "n_layers", "n_heads", "n_kv_heads", "d_ff",
-                                  "n_experts", "experts_per_token"])
+@pytest.mark.parametrize("name", ["vocab_size", "max_seq_len", "d_model", "n_layers", "n_heads", "n_kv_heads",
+                                  "d_ff", "n_experts", "experts_per_token"])
 def test_every_size_accepts_one(name):
-    assert getattr(cfg(**{name: 1}, **({"n_heads": 1} if name == "n_kv_heads" else {})), name) == 1
-    assert cfg(d_model=1, n_heads=1).d_model == 1
+    one_head = {"n_heads": 1} if name in ("d_model", "n_kv_heads") else {}
+    assert getattr(cfg(**{name: 1}, **one_head), name) == 1
 
 
 def test_constraints_only_apply_where_they_matter():
