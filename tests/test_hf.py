@@ -139,6 +139,17 @@ def test_keeps_dtype_and_bf16_rope_tables_give_the_bits_of_float32_ones():
     assert generate(model, idx, 4, temperature=0.0).shape == (1, 14)  # the cached decode path in bf16 too
 
 
+def test_llama_rope_read_from_a_transformers_4_config():
+    """transformers 4.x kept RoPE in rope_theta and rope_scaling (5.x: rope_parameters)."""
+    from types import SimpleNamespace
+
+    from transformer_steps.hf import _llama_rope
+
+    assert _llama_rope(SimpleNamespace(rope_theta=5000.0, rope_scaling=None))[:2] == ("default", 5000.0)
+    scaled = SimpleNamespace(rope_theta=5000.0, rope_scaling={"type": "linear", "factor": 2.0})
+    assert _llama_rope(scaled)[:2] == ("linear", 5000.0)
+
+
 @pytest.mark.parametrize("make, match", [
     (lambda: tiny_gpt2(activation_function="relu"), "activation_function"),
     (lambda: tiny_gpt2(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
