@@ -61,6 +61,15 @@ def test_reference_attention_by_hand_and_custom_scale():
     torch.testing.assert_close(out2, F.scaled_dot_product_attention(q, k, v, scale=0.5))
 
 
+def test_bf16_attention_weights_are_a_float32_softmax_rounded_once():
+    """bf16 q, k, v: the weights equal a float64 softmax of the same bf16 scores, rounded to bf16 once."""
+    q, k, v = (randn(2, 3, 16, 8, seed=s).bfloat16() for s in (30, 31, 32))
+    out, weights = attention(q, k, v, causal_mask(16, 16))
+    scores = (q @ k.transpose(-2, -1)) * 8 ** -0.5  # bf16, as attention computes them
+    want = torch.softmax(scores.double().masked_fill(~causal_mask(16, 16), -math.inf), dim=-1).bfloat16()
+    assert weights.dtype == out.dtype == torch.bfloat16 and torch.equal(weights, want)
+
+
 def test_reference_attention_broadcasts_a_per_batch_mask():
     q, k, v = randn(2, 1, 3, 4, seed=7), randn(2, 1, 3, 4, seed=8), randn(2, 1, 3, 4, seed=9)
     mask = torch.tensor([[True, True, False], [True, False, False]])[:, None, None, :]  # (B, 1, 1, Tk) padding
@@ -159,9 +168,10 @@ def test_need_weights_returns_rows_that_sum_to_one(impl):
 
 @pytest.mark.parametrize("impl", ["sdpa", "reference"])
 @pytest.mark.parametrize("n_kv_heads", [None, 2])
-@pytest.mark.parametrize("chunks", [(7,), (4, 3), (3, 1, 1, 2), (1,) * 7])
-def test_cached_chunks_equal_one_full_pass(impl, n_kv_heads, chunks):
-    """Chunked prefill (t_q > 1, t_q < t_k) and decode steps (t_q = 1) need the bottom-right-aligned mask."""
+def test_cached_chunks_equal_one_full_pass(impl, n_kv_heads):
+    """Chunked prefill (t_q > 1, t_q < t_k) and decode steps (t_q = 1) need the bottom-right-aligned mask. The
+    model-level and generate-level forms of the same equality: test_kv_cache.py, test_generate.py."""
+    chunks = (3, 1, 1, 2)
     cfg, module = make_attn(impl, n_kv_heads)
     x = randn(2, 7, 24, seed=13)
     cache = KVCache(2, cfg.kv_heads, 7, cfg.head_dim)

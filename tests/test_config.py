@@ -1,6 +1,7 @@
 """ModelConfig: resolved sizes, presets, replace, and every impossible configuration rejected by name."""
 
 import dataclasses
+import math
 
 import pytest
 
@@ -85,21 +86,42 @@ def test_every_allowed_value_builds_a_model_that_runs(field, allowed):
         assert model(torch.zeros(1, 3, dtype=torch.long)).shape == (1, 3, model.cfg.vocab_size)
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"d_model": 18}, r"d_model \(18\) must be divisible by n_heads \(4\)"),
-    ({"n_kv_heads": 3}, r"n_heads \(4\) must be divisible by n_kv_heads \(3\)"),
-    ({"n_kv_heads": 8}, r"n_heads \(4\) must be divisible by n_kv_heads \(8\)"),
-    ({"d_model": 12, "pos": "rope"}, r"head_dim \(d_model / n_heads = 3\) must be even"),
-    ({"d_model": 15, "n_heads": 5, "pos": "sinusoidal"}, r"d_model \(15\) must be even"),
-    ({"ffn": "moe", "n_experts": 2, "experts_per_token": 3}, r"experts_per_token \(3\) must be in \[1, n_experts=2\]"),
-    ({"dropout": 1.0}, r"dropout must be in \[0, 1\), got 1.0"),
-    ({"dropout": -0.1}, r"dropout must be in \[0, 1\)"),
-    ({"norm_eps": 0.0}, "norm_eps must be > 0"),
-    ({"rope_base": 1.0}, "rope_base must be > 1"),
+ULP = math.ulp(0.0)  # the smallest float above 0
+
+
+@pytest.mark.parametrize(("valid", "invalid", "error", "message"), [
+    ({"d_model": 20}, {"d_model": 18}, ValueError, r"d_model \(18\) must be divisible by n_heads \(4\)"),
+    ({"n_kv_heads": 2}, {"n_kv_heads": 3}, ValueError, r"n_heads \(4\) must be divisible by n_kv_heads \(3\)"),
+    ({"n_kv_heads": 4}, {"n_kv_heads": 8}, ValueError, r"n_heads \(4\) must be divisible by n_kv_heads \(8\)"),
+    ({"d_model": 8, "pos": "rope"}, {"d_model": 12, "pos": "rope"}, ValueError,
+     r"head_dim \(d_model / n_heads = 3\) must be even"),
+    ({"d_model": 16, "n_heads": 4, "pos": "sinusoidal"}, {"d_model": 15, "n_heads": 5, "pos": "sinusoidal"},
+     ValueError, r"d_model \(15\) must be even"),
+    ({"ffn": "moe", "n_experts": 2, "experts_per_token": 2}, {"ffn": "moe", "n_experts": 2, "experts_per_token": 3},
+     ValueError, r"experts_per_token \(3\) must be in \[1, n_experts=2\]"),
+    ({"dropout": math.nextafter(1.0, 0.0)}, {"dropout": 1.0}, ValueError, r"dropout must be in \[0, 1\), got 1.0"),
+    ({"dropout": 0.0}, {"dropout": -ULP}, ValueError, r"dropout must be in \[0, 1\), got -5e-324"),
+    ({"dropout": 0}, {"dropout": math.nan}, ValueError, r"dropout must be in \[0, 1\), got nan"),
+    ({"dropout": 0.5}, {"dropout": "0.5"}, TypeError, "dropout must be a number, got str '0.5'"),
+    ({"norm_eps": ULP}, {"norm_eps": 0.0}, ValueError, "norm_eps must be > 0, got 0.0"),
+    ({"norm_eps": 1}, {"norm_eps": True}, TypeError, "norm_eps must be a number, got bool True"),
+    ({"rope_base": math.nextafter(1.0, 2.0)}, {"rope_base": 1.0}, ValueError, "rope_base must be > 1, got 1.0"),
+    ({"moe_aux_weight": 0.0}, {"moe_aux_weight": -ULP}, ValueError, "moe_aux_weight must be >= 0, got -5e-324"),
+    ({"tie_embeddings": False}, {"tie_embeddings": 1}, TypeError, "tie_embeddings must be True or False, got 1"),
+    ({"bias": False}, {"bias": None}, TypeError, "bias must be True or False, got None"),
+    ({"causal": False}, {"causal": "yes"}, TypeError, "causal must be True or False, got 'yes'"),
 ])
-def test_impossible_configs_are_rejected(changes, message):
-    with pytest.raises(ValueError, match=message):
-        cfg(**changes)
+def test_each_check_accepts_its_last_valid_value_and_names_the_first_invalid_one(valid, invalid, error, message):
+    assert all(getattr(cfg(**valid), k) == v for k, v in valid.items())
+    with pytest.raises(error, match=message):
+        cfg(**invalid)
+
+
+@pytest.mark.parametrize("name", ["vocab_size", "max_seq_len", "d_model", "n_layers", "n_heads", "n_kv_heads",
+                                  "d_ff", "n_experts", "experts_per_token"])
+def test_every_size_accepts_one(name):
+    one_head = {"n_heads": 1} if name in ("d_model", "n_kv_heads") else {}
+    assert getattr(cfg(**{name: 1}, **one_head), name) == 1
 
 
 def test_constraints_only_apply_where_they_matter():

@@ -14,7 +14,7 @@ from transformer_steps.train import TrainConfig, train
 
 def make(ffn, seed=0, **changes):
     cfg = ModelConfig(vocab_size=5, max_seq_len=4, d_model=8, n_layers=1, n_heads=2, ffn=ffn, d_ff=12,
-                      n_experts=4, experts_per_token=2, **changes)
+                      **{"n_experts": 4, "experts_per_token": 2, **changes})
     module = make_ffn(cfg)
     with torch.no_grad():
         for i, p in enumerate(module.parameters()):  # biases start at zero: make every parameter count
@@ -102,13 +102,21 @@ def test_moe_expert_load_counts_tokens():
     assert (load <= 24).all()  # an expert sees a token at most once
 
 
-def test_moe_balance_loss_by_hand():
-    moe = make("moe")
-    x = randn(2, 5, 8, seed=14)
-    moe(x)
-    probs = torch.softmax(x.reshape(10, 8) @ moe.router.weight.T, dim=-1)
-    share = torch.tensor([(moe.last_expert_ids == e).sum().item() / (10 * 2) for e in range(4)])
-    torch.testing.assert_close(moe.aux_loss, 4 * (share * probs.mean(0)).sum())
+@pytest.mark.parametrize("k", [1, 2])
+def test_moe_balance_loss_is_one_when_balanced_and_n_experts_when_one_expert_takes_all(k):
+    moe = make("moe", experts_per_token=k)  # 4 experts, 8 tokens
+    even = torch.arange(8 * k).remainder(4).view(8, k)  # each expert chosen 2k times
+    # each token's probability 0.6 on its own choices: each expert's mean probability is still 1/4
+    probs = 0.1 + 0.6 / k * F.one_hot(even, 4).sum(1).float()
+    assert moe.balance_loss(probs, even).item() == pytest.approx(1.0)
+    one = torch.zeros(8, k, dtype=torch.long) + torch.arange(k)  # experts 0 .. k-1 take every token
+    concentrated = F.one_hot(torch.zeros(8, dtype=torch.long), 4).float()
+    assert moe.balance_loss(concentrated, one).item() == pytest.approx(4 / k)  # n_experts for top-1
+    # in a training forward pass: a zero router gives equal probabilities, so the loss is 1 however ties route
+    with torch.no_grad():
+        moe.router.weight.zero_()
+    moe.train()(randn(2, 4, 8, seed=14))
+    assert moe.aux_loss.item() == pytest.approx(1.0)
 
 
 def test_moe_with_every_expert_is_a_softmax_weighted_sum():
@@ -120,6 +128,21 @@ def test_moe_with_every_expert_is_a_softmax_weighted_sum():
     want = sum(probs[:, e, None] * moe.experts[e](x) for e in range(3))
     torch.testing.assert_close(moe(x), want)
     assert moe.expert_load().tolist() == [7, 7, 7]
+
+
+def test_bf16_router_probabilities_and_gates_are_computed_in_float32():
+    """A bf16 MoE: the softmax over experts and the renormalised top-k gates in float32, rounded to bf16 once,
+    equal a float64 reference rounded once (a bf16 softmax and division round twice: about a third differ)."""
+    cfg = ModelConfig(vocab_size=5, max_seq_len=4, d_model=32, n_layers=1, n_heads=2, ffn="moe", d_ff=12,
+                      n_experts=8, experts_per_token=3)
+    torch.manual_seed(0)
+    moe = MoE(cfg).bfloat16()
+    x = randn(256, 32, seed=17).bfloat16()
+    with torch.no_grad():
+        moe(x)
+        top_p, top_i = torch.softmax(moe.router(x).double(), dim=-1).topk(3, dim=-1)
+    assert moe.last_gates.dtype == torch.bfloat16 and torch.equal(moe.last_expert_ids, top_i)
+    assert torch.equal(moe.last_gates, (top_p / top_p.sum(-1, keepdim=True)).bfloat16())
 
 
 def test_moe_router_and_experts_get_gradients():

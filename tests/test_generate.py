@@ -1,6 +1,7 @@
 """generate: the cached path equals the naive one (ids and logits at every step), greedy and sampling rules,
 seeded reproducibility, and every bad argument."""
 
+import math
 import weakref
 
 import pytest
@@ -25,14 +26,13 @@ VARIANTS = [{}, {"pos": "rope", "norm": "rmsnorm", "ffn": "swiglu", "n_kv_heads"
                  "tie_embeddings": False},
             {"pos": "sinusoidal", "norm_position": "post", "ffn": "relu"}, {"pos": "none", "ffn": "moe", "n_kv_heads": 1},
             {"attn_impl": "reference", "pos": "rope"}]
-SAMPLING = [{"temperature": 0.0}, {"temperature": 1.0}, {"temperature": 0.7, "top_k": 5},
-            {"temperature": 1.3, "top_p": 0.8}, {"temperature": 1.0, "top_k": 8, "top_p": 0.9}]
 
 
 @pytest.mark.parametrize("changes", VARIANTS)
-@pytest.mark.parametrize("sampling", SAMPLING)
-def test_cached_equals_naive_ids_and_logits_at_every_step(changes, sampling):
-    model, idx = make(**changes), prompt()
+def test_cached_equals_naive_ids_and_logits_at_every_step(changes):
+    """The naive loop runs the full forward on every prefix: the cached one must give its logits at every step,
+    and the same sampled ids (temperature, top-k and top-p together, one seed)."""
+    model, idx, sampling = make(**changes), prompt(), {"temperature": 1.3, "top_k": 8, "top_p": 0.9}
     out_c, logits_c = generate(model, idx, 12, **sampling, generator=torch.Generator().manual_seed(7),
                                use_cache=True, return_logits=True)
     out_n, logits_n = generate(model, idx, 12, **sampling, generator=torch.Generator().manual_seed(7),
@@ -42,14 +42,6 @@ def test_cached_equals_naive_ids_and_logits_at_every_step(changes, sampling):
     assert logits_c.shape == (2, 12, V)
     # different matmul shapes round differently in the last float32 digits
     torch.testing.assert_close(logits_c, logits_n, atol=1e-4, rtol=1e-5)
-
-
-def test_step_logits_are_the_full_forward_at_each_prefix():
-    model, idx = make(pos="rope"), prompt()
-    out, logits = generate(model, idx, 6, temperature=0.0, return_logits=True)
-    with torch.no_grad():
-        for i in range(6):
-            torch.testing.assert_close(logits[:, i], model(out[:, :5 + i])[:, -1], atol=1e-4, rtol=1e-5)
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
@@ -151,15 +143,36 @@ def test_sample_next_rules_by_hand():
     torch.testing.assert_close(sample_counts(logits, top_k=10), sample_counts(logits))
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_prompt_plus_new_tokens_may_fill_max_seq_len_exactly(use_cache):
+    model, idx = make(), prompt()  # 5 tokens, max_seq_len 24
+    assert generate(model, idx, 19, temperature=0.0, use_cache=use_cache).shape == (2, 24)
+    with pytest.raises(ValueError, match=r"prompt \(5\) \+ max_new_tokens \(20\) = 25 exceeds max_seq_len \(24\)"):
+        generate(model, idx, 20, use_cache=use_cache)
+
+
+def test_sampling_arguments_accept_the_ends_of_their_ranges():
+    """The smallest temperature and top_p above 0 (5e-324, which float32 flushes to 0) are greedy decoding, as
+    top_k=1 is; top_p=1.0 samples from the whole softmax."""
+    model, idx = make(), prompt()
+    greedy = generate(model, idx, 6, temperature=0.0)
+    smallest = math.ulp(0.0)
+    for kwargs in ({"temperature": smallest}, {"top_k": 1}, {"top_p": smallest}):
+        assert torch.equal(generate(model, idx, 6, generator=torch.Generator().manual_seed(0), **kwargs), greedy)
+    assert generate(model, idx, 6, top_p=1.0, generator=torch.Generator().manual_seed(0)).shape == (2, 11)
+
+
 @pytest.mark.parametrize(("kwargs", "error", "message"), [
     ({"max_new_tokens": -1}, ValueError, "max_new_tokens must be >= 0, got -1"),
     ({"max_new_tokens": 2.0}, TypeError, "max_new_tokens must be an int, got float"),
     ({"max_new_tokens": 20}, ValueError, r"prompt \(5\) \+ max_new_tokens \(20\) = 25 exceeds max_seq_len \(24\)"),
     ({"temperature": -0.5}, ValueError, r"temperature \(0 = greedy\) must be >= 0, got -0.5"),
+    ({"temperature": -math.ulp(0.0)}, ValueError, r"temperature \(0 = greedy\) must be >= 0, got -5e-324"),
     ({"temperature": float("nan")}, ValueError, r"temperature \(0 = greedy\) must be >= 0, got nan"),
     ({"temperature": "1"}, TypeError, "temperature .* must be a number, got str"),
     ({"top_p": 0.0}, ValueError, r"top_p must be in \(0, 1\], got 0.0"),
     ({"top_p": 1.5}, ValueError, r"top_p must be in \(0, 1\], got 1.5"),
+    ({"top_p": math.nextafter(1.0, 2.0)}, ValueError, r"top_p must be in \(0, 1\], got 1.0000000000000002"),
     ({"top_k": 0}, ValueError, "top_k must be >= 1, got 0"),
     ({"top_k": 2.0}, TypeError, "top_k must be an int, got float 2.0"),
 ])

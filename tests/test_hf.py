@@ -55,6 +55,30 @@ def test_config_mapping():
     assert not gpt2.training and not llama.training
 
 
+# every field from_hf maps, each away from transformers' default (the tiny sizes already are: vocabulary 300,
+# 128 positions, width 64, 2 layers, 4 heads; Llama's 2 kv heads, d_ff 160, rope_theta 5000)
+NON_DEFAULT = {"gpt2": {"n_inner": 96, "layer_norm_epsilon": 1e-3, "activation_function": "gelu_pytorch_tanh"},
+               "llama-gqa": {"rms_norm_eps": 1e-3}}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_mapped_field_is_read_from_the_config(name):
+    hf_model = MODELS[name](**NON_DEFAULT[name])
+    c, model = hf_model.config, from_hf(hf_model)
+    eps = c.layer_norm_epsilon if name == "gpt2" else c.rms_norm_eps
+    ffn_dim = c.n_inner if name == "gpt2" else c.intermediate_size
+    kv_heads = c.num_attention_heads if name == "gpt2" else c.num_key_value_heads
+    assert (model.cfg.vocab_size, model.cfg.max_seq_len, model.cfg.d_model, model.cfg.n_layers, model.cfg.n_heads,
+            model.cfg.kv_heads, model.cfg.ffn_dim, model.cfg.norm_eps) == (
+        c.vocab_size, c.max_position_embeddings, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+        kv_heads, ffn_dim, eps)
+    assert all(m.eps == eps for m in model.modules() if hasattr(m, "eps"))
+    # eps 1e-3 is visible in the logits: the residual stream's variance is not far above it
+    idx = torch.randint(0, 300, (1, 20), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), hf_model(idx).logits, atol=1e-4, rtol=0)
+
+
 def test_logits_match(pair):
     hf_model, model = pair
     idx = torch.randint(0, 300, (3, 40), generator=torch.Generator().manual_seed(1))
@@ -115,6 +139,17 @@ def test_keeps_dtype_and_bf16_rope_tables_give_the_bits_of_float32_ones():
     assert generate(model, idx, 4, temperature=0.0).shape == (1, 14)  # the cached decode path in bf16 too
 
 
+def test_llama_rope_read_from_a_transformers_4_config():
+    """transformers 4.x kept RoPE in rope_theta and rope_scaling (5.x: rope_parameters)."""
+    from types import SimpleNamespace
+
+    from transformer_steps.hf import _llama_rope
+
+    assert _llama_rope(SimpleNamespace(rope_theta=5000.0, rope_scaling=None))[:2] == ("default", 5000.0)
+    scaled = SimpleNamespace(rope_theta=5000.0, rope_scaling={"type": "linear", "factor": 2.0})
+    assert _llama_rope(scaled)[:2] == ("linear", 5000.0)
+
+
 @pytest.mark.parametrize("make, match", [
     (lambda: tiny_gpt2(activation_function="relu"), "activation_function"),
     (lambda: tiny_gpt2(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
@@ -122,6 +157,8 @@ def test_keeps_dtype_and_bf16_rope_tables_give_the_bits_of_float32_ones():
     (lambda: tiny_gpt2(scale_attn_weights=False), "scale_attn_weights"),
     (lambda: tiny_llama(hidden_act="gelu"), "hidden_act"),
     (lambda: tiny_llama(rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0}), "linear"),
+    (lambda: tiny_llama(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}),
+     "partial_rotary_factor 0.5 is not supported; allowed: 1.0"),
     (lambda: tiny_llama(head_dim=32), "head_dim"),
     (lambda: tiny_llama(attention_bias=True), "mlp_bias"),
 ])

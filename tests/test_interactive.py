@@ -65,23 +65,35 @@ def targets(menu):
     return [button["args"][0][0] for button in menu[0]["buttons"]]
 
 
+# where Prev and Next point, in the opening view and in each of four steps
+WIRED = (["step 1", "step 2"], [["step 1", "step 2"], ["step 1", "step 3"], ["step 2", "step 4"], ["step 3", "step 4"]])
+
+
+def wiring(spec):
+    return targets(spec["layout"]["updatemenus"]), [targets(f["layout"]["updatemenus"]) for f in spec["frames"]]
+
+
 def test_each_frame_aims_prev_and_next_at_its_neighbours():
     spec = interactive.stepper(frames(4), name="steps").spec()
     assert [f["name"] for f in spec["frames"]] == ["step 1", "step 2", "step 3", "step 4"]
     assert [b["label"] for b in spec["layout"]["updatemenus"][0]["buttons"]] == [interactive.PREV, interactive.NEXT]
-    assert targets(spec["layout"]["updatemenus"]) == ["step 1", "step 2"]  # opens on step 1
-    assert [targets(f["layout"]["updatemenus"]) for f in spec["frames"]] == [
-        ["step 1", "step 2"], ["step 1", "step 3"], ["step 2", "step 4"], ["step 3", "step 4"]]
+    assert wiring(spec) == WIRED  # opens on step 1
     assert spec["layout"]["title"]["text"] == "step 1"
     assert [f["layout"]["title"]["text"] for f in spec["frames"]] == ["step 1", "step 2", "step 3", "step 4"]
 
 
-def test_a_mutated_stepper_is_caught():
-    """The wiring test above can fail: a Next that skips a step breaks it."""
-    spec = interactive.stepper(frames(3), name="steps").spec()
-    spec["frames"][1]["layout"]["updatemenus"][0]["buttons"][1]["args"][0] = ["step 1"]
-    assert [targets(f["layout"]["updatemenus"]) for f in spec["frames"]] != [
-        ["step 1", "step 2"], ["step 1", "step 3"], ["step 2", "step 3"]]
+@pytest.mark.parametrize("broken_next", [lambda k, n: min(k + 2, n - 1), lambda k, n: k])
+def test_a_real_stepper_with_a_broken_next_fails_the_wiring_check(monkeypatch, broken_next):
+    """The check above can fail: the real stepper, its Next aimed two steps on, or at its own step."""
+    real = interactive._buttons
+
+    def buttons(k, n):
+        menu = real(k, n)
+        menu[0]["buttons"][1]["args"][0] = [f"step {broken_next(k, n) + 1}"]
+        return menu
+
+    monkeypatch.setattr(interactive, "_buttons", buttons)
+    assert wiring(interactive.stepper(frames(4), name="steps").spec()) != WIRED
 
 
 @pytest.mark.parametrize("name", ["Has Space", "1starts-with-digit", "under_score", ""])

@@ -6,6 +6,7 @@ import torch
 from conftest import randn, tiny_model
 
 from transformer_steps import KVCache
+from transformer_steps.kv_cache import kv_cache_bytes
 
 
 def test_buffers_and_sizes():
@@ -93,13 +94,13 @@ def chunked(model, idx, chunks, cache):
                                      {"pos": "sinusoidal", "norm_position": "post"},
                                      {"pos": "none", "ffn": "moe", "n_kv_heads": 1},
                                      {"attn_impl": "reference", "pos": "rope"}])
-@pytest.mark.parametrize("chunks", [(10,), (4, 6), (3, 3, 3, 1), (1,) * 10])
-def test_chunked_prefill_equals_full_prefill(changes, chunks):
+def test_chunked_prefill_equals_full_prefill(changes):
+    """A first chunk, decode steps, then a chunk again (queries over cached keys), in each model variant."""
     model = tiny_model(scale=0.2, **changes)
     idx = torch.randint(0, 13, (2, 10), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         full = model(idx)
-    torch.testing.assert_close(chunked(model, idx, chunks, model.make_cache(2, max_len=12)), full)
+    torch.testing.assert_close(chunked(model, idx, (3, 1, 1, 4, 1), model.make_cache(2, max_len=12)), full)
 
 
 def test_a_reused_cache_hides_the_last_sequences_keys():
@@ -113,9 +114,34 @@ def test_a_reused_cache_hides_the_last_sequences_keys():
     torch.testing.assert_close(chunked(model, second, (2, 1), cache), fresh)
 
 
-def test_model_overflow_through_the_model():
+def test_the_cache_overflow_check_sits_at_the_exact_edge():
+    """A cache of max_len 4 (in a model of 24 positions) takes positions up to 3; position 4 is the documented
+    ValueError, not an IndexError from the cache's index_copy_."""
     model = tiny_model(pos="rope")
-    idx = torch.randint(0, 13, (1, 6), generator=torch.Generator().manual_seed(4))
-    with pytest.raises(ValueError, match=r"KV cache overflow: positions 0..5 need a cache of max_len >= 6, but it "
-                                         r"holds 4"):
-        model(idx, torch.arange(6), model.make_cache(1, max_len=4))
+    idx = torch.randint(0, 13, (1, 5), generator=torch.Generator().manual_seed(4))
+    cache = model.make_cache(1, max_len=4)
+    assert model(idx[:, :4], torch.arange(4), cache).shape == (1, 4, 13)
+    with pytest.raises(ValueError, match=r"KV cache overflow: positions 4..4 need a cache of max_len >= 5, but it "
+                                         r"holds 4; make a larger one"):
+        model(idx[:, 4:], torch.tensor([4]), cache)
+    with pytest.raises(ValueError, match=r"KV cache overflow: positions 0..4 need a cache of max_len >= 5"):
+        model(idx, torch.arange(5), model.make_cache(1, max_len=4))
+
+
+def test_size_checks_accept_their_smallest_value_and_name_the_first_invalid_one():
+    assert KVCache(1, 1, 1, 1).k.shape == (1, 1, 1, 1)
+    for i, name in enumerate(("batch_size", "n_kv_heads", "max_len", "head_dim")):
+        sizes = [1, 1, 1, 1]
+        sizes[i] = 0
+        with pytest.raises(ValueError, match=rf"{name} must be >= 1, got 0"):
+            KVCache(*sizes)
+    model = tiny_model(max_seq_len=12)
+    assert [model.make_cache(1, max_len=n)[0].max_len for n in (1, 12)] == [1, 12]
+    cfg = model.cfg
+    assert kv_cache_bytes(cfg, 0) == 0 and kv_cache_bytes(cfg, 1, bytes_per_element=8, batch_size=1) > 0
+    with pytest.raises(ValueError, match="seq_len must be >= 0, got -1"):
+        kv_cache_bytes(cfg, -1)
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        kv_cache_bytes(cfg, 1, batch_size=0)
+    with pytest.raises(ValueError, match="unknown bytes_per_element 16; allowed: 1, 2, 4, 8"):
+        kv_cache_bytes(cfg, 1, bytes_per_element=16)

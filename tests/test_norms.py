@@ -87,3 +87,32 @@ def test_make_norm_follows_the_config():
     assert make_norm(cfg.replace(bias=False)).bias is None
     rms = make_norm(cfg.replace(norm="rmsnorm"))
     assert isinstance(rms, RMSNorm) and rms.eps == 1e-4 and rms.weight.shape == (8,)
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_eps_sits_inside_the_square_root(kind):
+    """sqrt(var + eps), not sqrt(var) + eps: rows of spread 1e-3 (variance 1e-6, below eps) make the two differ
+    by a factor of about 3. float64 throughout, against torch's own functions."""
+    x = (1e-3 * randn(4, 16, seed=7)).double()
+    w, b = 1 + 0.5 * randn(16, seed=8).double(), 0.5 * randn(16, seed=9).double()
+    if kind == "layernorm":
+        got, want = layer_norm(x, w, b, 1e-5), torch.nn.functional.layer_norm(x, (16,), w, b, eps=1e-5)
+    else:
+        got, want = rms_norm(x, w, 1e-5), torch.nn.functional.rms_norm(x, (16,), w, eps=1e-5)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_float64_input_is_normalised_in_float64(kind):
+    """A float64 model must not drop back to float32: the result is float64 and agrees with a float64
+    reference to about 1e-15, where a float32 step would leave errors near 1e-7."""
+    norm = (LayerNorm(64) if kind == "layernorm" else RMSNorm(64)).double()
+    randomise(norm)
+    x = (3 + randn(3, 64, seed=10)).double()
+    y = norm(x)
+    assert y.dtype == torch.float64
+    if kind == "layernorm":
+        want = torch.nn.functional.layer_norm(x, (64,), norm.weight, norm.bias, eps=norm.eps)
+    else:
+        want = torch.nn.functional.rms_norm(x, (64,), norm.weight, eps=norm.eps)
+    torch.testing.assert_close(y, want, rtol=1e-12, atol=1e-12)

@@ -130,6 +130,17 @@ def test_scores_depend_only_on_the_relative_position(rope):
     assert not torch.isclose(score(20, 19), score(20, 15))
 
 
+def test_float64_rope_tables_are_computed_in_float64():
+    """A float64 model's tables: angles and their cos/sin in float64, to 1e-12 at position 3577, where a
+    float32 angle is already off by about 1e-4."""
+    pos = torch.arange(0, 4096, 511)
+    cos, sin = rope_cos_sin(pos, 8, dtype=torch.float64)
+    angles = [[p * 10000 ** (-2 * j / 8) for j in (0, 1, 2, 3, 0, 1, 2, 3)] for p in pos.tolist()]  # half-split
+    assert cos.dtype == sin.dtype == torch.float64
+    torch.testing.assert_close(cos, torch.tensor(angles, dtype=torch.float64).cos(), rtol=0, atol=1e-12)
+    torch.testing.assert_close(sin, torch.tensor(angles, dtype=torch.float64).sin(), rtol=0, atol=1e-12)
+
+
 def test_rope_keeps_the_input_dtype():
     x = randn(4, 8, seed=8).bfloat16()
     cos, sin = rope_cos_sin(torch.arange(4), 8)

@@ -14,7 +14,12 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     """Next ids (B, 1) from last-position logits (B, V). temperature 0 = greedy (argmax)."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = upcast(logits) / temperature
+    logits = upcast(logits)
+    # A tiny temperature (any > 0 is allowed) must neither flush to 0 in the logits' dtype (0 / 0 = nan) nor
+    # overflow them (inf - inf = nan): the largest logit moves to 0 first, the others towards -inf. The same
+    # softmax, to round-off
+    temperature = max(temperature, torch.finfo(logits.dtype).tiny)
+    logits = (logits - logits.amax(-1, keepdim=True)) / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -23,6 +28,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
         probs = torch.softmax(sorted_logits, dim=-1)
         # drop a token once the tokens ranked above it already reach top_p (the best one always stays)
         drop = (probs.cumsum(-1) - probs) >= top_p
+        drop[..., 0] = False  # also for a top_p below the dtype's smallest number (5e-324 -> 0 in float32)
         logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
     probs = torch.softmax(logits, dim=-1)
     device = generator.device if generator is not None else probs.device
