@@ -9,11 +9,12 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 venv: $(STAMP)
 
-# Reinstalls when requirements.txt or pyproject.toml change.
+# Reinstalls when requirements.txt or pyproject.toml change. --no-compile: Python compiles a module when it is
+# first imported, not every file of every wheel at install (most of torch's are never imported here).
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --progress-bar off -r requirements.txt
-	$(PY) -m pip install --progress-bar off -e .
+	$(PY) -m pip install --progress-bar off --no-compile -r requirements.txt
+	$(PY) -m pip install --progress-bar off --no-compile -e .
 	touch $(STAMP)
 
 # --all rebuilds every page so -W sees every warning, not just those of changed pages. The English edition is
