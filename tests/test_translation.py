@@ -41,6 +41,23 @@ TERMS = [
     (r"\bresidual connections?\b", "残差连接", ["残差链接", "跳跃连接", "捷径连接"]),
     (r"\bpositional encodings?\b|\bposition encodings?\b", "位置编码", ["位置嵌入"]),
     (None, "FlashAttention", ["闪存注意力"]),
+    # issue 32: the seeds' readers' names; one name per concept
+    (None, "query/key/value", ["查询", "键向量", "值向量", "键/值", "键和值"]),
+    (r"\bprompts?\b", "prompt", ["提示词", "提示文本", "提示语"]),
+    (None, "显存", ["GPU 内存", "GPU内存", "显卡内存"]),
+    (None, "访存量", ["内存流量"]),
+    (None, "Roofline 模型", ["屋顶线"]),
+    (None, "采样策略", ["decode 规则", "解码规则"]),
+    (None, "配套库 or transformer_steps", ["代码包", "程序包"]),
+    (None, "mask", ["掩码", "遮罩", "掩膜"]),
+    (None, "分数 (a score) or 损失 (a loss)", ["得分", "打分"]),
+    (None, "forward hook", ["前向钩子", "前向 hook"]),
+    (None, "单元格", ["代码单元"]),
+    (None, "排名", ["名次"]),
+    (None, "增益", ["缩放参数"]),
+    (None, "转换为", ["上转"]),
+    (None, "“”", ["「", "」"]),
+    (None, "a result, not 断言", ["断言"]),
 ]
 
 
@@ -161,6 +178,23 @@ def test_code_copied_from_english_is_checked():
         code["source"] = wrong
         assert differences_in_code(english, mutated) == [
             f"cell {code['id']}: its code (comments aside) differs from the English cell"]
+
+
+MIN_CHINESE_COMMENTS = 0.8
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_code_comments_are_chinese(path):
+    """A Chinese reader meets Chinese comments: at least 80% of a zh notebook's comment lines (the Colab setup
+    cell, a verbatim copy of book/_setup_cell.py, aside) hold Han characters; the rest are directives such as
+    NBVAL_IGNORE_OUTPUT and noqa, or shapes. `python scripts/translations.py export NB --code --stale` lists
+    the cells to translate."""
+    chinese = load(zh_path(path))
+    cells = chinese["cells"][translations.first_code(chinese) + 1:]
+    lines = [line for c in cells if c["cell_type"] == "code" for line in translations.comment_lines(
+        translations.source(c))]
+    share = sum(bool(CJK.search(line)) for line in lines) / len(lines)
+    assert share >= MIN_CHINESE_COMMENTS, f"book/zh/{path.name}: {share:.0%} of its comment lines are Chinese"
 
 
 def test_translated_comments_are_kept_until_the_english_code_changes():
