@@ -238,6 +238,19 @@ def test_parameter_table_sums_to_num_parameters(changes):
     assert model.num_parameters(exclude_embeddings=True) == model.num_parameters() - V * D - table["positions"]
 
 
+@pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
+def test_residual_projections_start_smaller_by_sqrt_of_twice_the_layers(ffn):
+    """GPT-2's init: every weight N(0, 0.02), but the two projections that write into the residual stream
+    N(0, 0.02 / sqrt(2 * n_layers)), so that 2 * n_layers additions leave the stream's variance put."""
+    model = tiny_model(d_model=64, n_heads=4, n_layers=8, ffn=ffn)
+    writers = ("attn.o_proj.weight", "ffn.proj.weight", "ffn.down.weight")
+    for name, p in model.named_parameters():
+        if name.endswith(writers):
+            assert p.std().item() == pytest.approx(0.02 / 4, rel=0.1), name
+        elif name.endswith("weight") and p.dim() == 2:
+            assert p.std().item() == pytest.approx(0.02, rel=0.1), name
+
+
 def test_parameter_counts_by_formula():
     model = make(bias=True)  # LayerNorm, GELU, learned positions, tied, MHA
     attn = 4 * (D * D + D)
@@ -364,6 +377,10 @@ def test_bad_positions_and_cache_and_config():
         model(x, torch.arange(3), model.make_cache(2)[:1])
     with pytest.raises(ValueError, match=r"the cache holds 1 sequences, but idx has 2"):
         model(x, torch.arange(3), model.make_cache(1))
+    with pytest.raises(ValueError, match=r"the cache holds 3 sequences, but idx has 2"):
+        model(x, torch.arange(3), model.make_cache(3))
+    with pytest.raises(ValueError, match="input_pos is on meta and idx on cpu: put both on one device"):
+        model(x, torch.arange(3, device="meta"))
     with pytest.raises(TypeError, match="cache must be a list of KVCache"):
         model(x, torch.arange(3), [None, None])
     with pytest.raises(ValueError, match="a KV cache needs a causal model"):
