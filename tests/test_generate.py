@@ -139,6 +139,10 @@ def test_sample_next_rules_by_hand():
     # temperature 2 flattens: probabilities proportional to sqrt(p)
     flat = probs[0].sqrt() / probs[0].sqrt().sum()
     torch.testing.assert_close(sample_counts(logits, temperature=2.0), flat, atol=0.03, rtol=0)
+    # top_k=3 of 4 drops the least likely token; top_p=0.5 over two equal tokens keeps one: the second has
+    # 0.5 ranked above it, which reaches top_p
+    assert sample_counts(logits, top_k=3)[0] == 0
+    assert sample_counts(torch.zeros(1, 2), top_p=0.5).tolist() in ([1.0, 0.0], [0.0, 1.0])
     # top_k larger than the vocabulary changes nothing
     torch.testing.assert_close(sample_counts(logits, top_k=10), sample_counts(logits))
 
