@@ -199,6 +199,20 @@ def test_bad_prompts(idx, error, message):
         generate(make(), idx, 1)
 
 
+def test_decode_steps_run_in_inference_mode_on_one_position_tensor_advanced_in_place():
+    """What cached_loop states: no autograd bookkeeping (inference mode, not just no_grad), and one position
+    tensor on the device, advanced in place, for every step."""
+    seen = []
+
+    def recording_step(model, token, input_pos, cache):
+        seen.append((input_pos, int(input_pos), torch.is_inference_mode_enabled()))
+        return decode_one_token(model, token, input_pos, cache)
+
+    generate(make(), prompt(), 5, temperature=0.0, decode=recording_step)  # 5-token prompt: steps at 5 .. 8
+    assert len({id(pos) for pos, _, _ in seen}) == 1
+    assert [(value, inference) for _, value, inference in seen] == [(5, True), (6, True), (7, True), (8, True)]
+
+
 def test_decode_must_be_a_function():
     with pytest.raises(TypeError, match="decode must be a function like decode_one_token, got str"):
         generate(make(), prompt(), 2, decode="compiled")
