@@ -139,6 +139,10 @@ def test_sample_next_rules_by_hand():
     # temperature 2 flattens: probabilities proportional to sqrt(p)
     flat = probs[0].sqrt() / probs[0].sqrt().sum()
     torch.testing.assert_close(sample_counts(logits, temperature=2.0), flat, atol=0.03, rtol=0)
+    # top_k=3 of 4 drops the least likely token; top_p=0.5 over two equal tokens keeps one: the second has
+    # 0.5 ranked above it, which reaches top_p
+    assert sample_counts(logits, top_k=3)[0] == 0
+    assert sample_counts(torch.zeros(1, 2), top_p=0.5).tolist() in ([1.0, 0.0], [0.0, 1.0])
     # top_k larger than the vocabulary changes nothing
     torch.testing.assert_close(sample_counts(logits, top_k=10), sample_counts(logits))
 
@@ -193,6 +197,20 @@ def test_bad_sampling_arguments(kwargs, error, message):
 def test_bad_prompts(idx, error, message):
     with pytest.raises(error, match=message):
         generate(make(), idx, 1)
+
+
+def test_decode_steps_run_in_inference_mode_on_one_position_tensor_advanced_in_place():
+    """What cached_loop states: no autograd bookkeeping (inference mode, not just no_grad), and one position
+    tensor on the device, advanced in place, for every step."""
+    seen = []
+
+    def recording_step(model, token, input_pos, cache):
+        seen.append((input_pos, int(input_pos), torch.is_inference_mode_enabled()))
+        return decode_one_token(model, token, input_pos, cache)
+
+    generate(make(), prompt(), 5, temperature=0.0, decode=recording_step)  # 5-token prompt: steps at 5 .. 8
+    assert len({id(pos) for pos, _, _ in seen}) == 1
+    assert [(value, inference) for _, value, inference in seen] == [(5, True), (6, True), (7, True), (8, True)]
 
 
 def test_decode_must_be_a_function():

@@ -155,6 +155,7 @@ def test_llama_rope_read_from_a_transformers_4_config():
     (lambda: tiny_gpt2(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
     (lambda: tiny_gpt2(reorder_and_upcast_attn=True), "reorder_and_upcast_attn"),
     (lambda: tiny_gpt2(scale_attn_weights=False), "scale_attn_weights"),
+    (lambda: tiny_gpt2(add_cross_attention=True), "add_cross_attention=True is not supported"),
     (lambda: tiny_llama(hidden_act="gelu"), "hidden_act"),
     (lambda: tiny_llama(rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0}), "linear"),
     (lambda: tiny_llama(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}),

@@ -26,6 +26,15 @@ def test_update_writes_at_the_positions_and_returns_the_whole_buffers():
     assert torch.equal(cache.k[:, :, 4:5], k2) and torch.equal(cache.k[:, :, :4], k1) and not cache.k[:, :, 5].any()
 
 
+def test_a_bf16_step_writes_into_a_float32_cache_in_the_caches_dtype():
+    """As under autocast: bf16 keys and values, stored as the float32 numbers they are."""
+    cache = KVCache(1, 2, 4, 3)
+    k, v = randn(1, 2, 2, 3, seed=5).bfloat16(), randn(1, 2, 2, 3, seed=6).bfloat16()
+    cache.update(torch.arange(2), k, v)
+    assert cache.k.dtype == torch.float32
+    assert torch.equal(cache.k[:, :, :2], k.float()) and torch.equal(cache.v[:, :, :2], v.float())
+
+
 def test_rewriting_an_earlier_position_replaces_it():
     cache = KVCache(1, 1, 4, 2)
     cache.update(torch.arange(3), torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2))
@@ -139,6 +148,9 @@ def test_size_checks_accept_their_smallest_value_and_name_the_first_invalid_one(
     assert [model.make_cache(1, max_len=n)[0].max_len for n in (1, 12)] == [1, 12]
     cfg = model.cfg
     assert kv_cache_bytes(cfg, 0) == 0 and kv_cache_bytes(cfg, 1, bytes_per_element=8, batch_size=1) > 0
+    # the bytes are the buffers' (grouped-query: 2 kv heads of 4)
+    gqa = tiny_model(n_kv_heads=2)
+    assert kv_cache_bytes(gqa.cfg, 24, bytes_per_element=4) == sum(c.k.nbytes + c.v.nbytes for c in gqa.make_cache(1))
     with pytest.raises(ValueError, match="seq_len must be >= 0, got -1"):
         kv_cache_bytes(cfg, -1)
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):

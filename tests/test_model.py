@@ -168,14 +168,18 @@ def attention_by_hand(attn, x, rope):
     return y @ attn.o_proj.weight.T + attn.o_proj.bias
 
 
+def mlp_by_hand(mlp, h):
+    return F.gelu(h @ mlp.fc.weight.T + mlp.fc.bias, approximate="tanh") @ mlp.proj.weight.T + mlp.proj.bias
+
+
 def layer_norm_by_hand(norm, h):
     return F.layer_norm(h, h.shape[-1:], norm.weight, norm.bias, norm.eps)
 
 
-@pytest.mark.parametrize("pos", POSITIONS)
-def test_model_by_hand(pos):
-    """The default block (Pre-LN, GELU MLP, multi-head attention) written out from the weights alone."""
-    model = perturb(make(pos=pos, tie_embeddings=False)).eval()
+@pytest.mark.parametrize(("pos", "norm_position"), [(pos, "pre") for pos in POSITIONS] + [("rope", "post")])
+def test_model_by_hand(pos, norm_position):
+    """The default block (Pre-LN, GELU MLP, multi-head attention), and Post-LN, written out from the weights."""
+    model = perturb(make(pos=pos, norm_position=norm_position, tie_embeddings=False)).eval()
     x = ids(T=7)
     h = model.tok_emb.weight[x]
     if pos == "learned":
@@ -185,11 +189,13 @@ def test_model_by_hand(pos):
         angle = t / 10000 ** (torch.arange(0, D, 2) / D)
         h = h + torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2)
     for block in model.blocks:
-        h = h + attention_by_hand(block.attn, layer_norm_by_hand(block.norm1, h), rope=pos == "rope")
-        fc, proj = block.ffn.fc, block.ffn.proj
-        hidden = F.gelu(layer_norm_by_hand(block.norm2, h) @ fc.weight.T + fc.bias, approximate="tanh")
-        h = h + hidden @ proj.weight.T + proj.bias
-    want = layer_norm_by_hand(model.norm_f, h) @ model.lm_head.weight.T
+        if norm_position == "pre":  # x + f(LN(x))
+            h = h + attention_by_hand(block.attn, layer_norm_by_hand(block.norm1, h), rope=pos == "rope")
+            h = h + mlp_by_hand(block.ffn, layer_norm_by_hand(block.norm2, h))
+        else:  # LN(x + f(x)), and no final norm
+            h = layer_norm_by_hand(block.norm1, h + attention_by_hand(block.attn, h, rope=pos == "rope"))
+            h = layer_norm_by_hand(block.norm2, h + mlp_by_hand(block.ffn, h))
+    want = (layer_norm_by_hand(model.norm_f, h) if norm_position == "pre" else h) @ model.lm_head.weight.T
     with torch.no_grad():
         torch.testing.assert_close(model(x), want)
     assert (model.pos_emb is None) == (pos != "learned")
@@ -232,6 +238,19 @@ def test_parameter_table_sums_to_num_parameters(changes):
     assert model.num_parameters(exclude_embeddings=True) == model.num_parameters() - V * D - table["positions"]
 
 
+@pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
+def test_residual_projections_start_smaller_by_sqrt_of_twice_the_layers(ffn):
+    """GPT-2's init: every weight N(0, 0.02), but the two projections that write into the residual stream
+    N(0, 0.02 / sqrt(2 * n_layers)), so that 2 * n_layers additions leave the stream's variance put."""
+    model = tiny_model(d_model=64, n_heads=4, n_layers=8, ffn=ffn)
+    writers = ("attn.o_proj.weight", "ffn.proj.weight", "ffn.down.weight")
+    for name, p in model.named_parameters():
+        if name.endswith(writers):
+            assert p.std().item() == pytest.approx(0.02 / 4, rel=0.1), name
+        elif name.endswith("weight") and p.dim() == 2:
+            assert p.std().item() == pytest.approx(0.02, rel=0.1), name
+
+
 def test_parameter_counts_by_formula():
     model = make(bias=True)  # LayerNorm, GELU, learned positions, tied, MHA
     attn = 4 * (D * D + D)
@@ -251,6 +270,21 @@ def test_loss_is_cross_entropy_and_about_log_v_at_init():
     assert abs(loss.item() - math.log(V)) < 0.1  # small init: nearly uniform predictions
     with pytest.raises(ValueError, match=r"targets must have the shape of idx \(2, 6\), got \(2, 5\)"):
         model.loss(x, y[:, :5])
+
+
+@pytest.mark.parametrize("pos", ["rope", "sinusoidal"])
+def test_a_float64_model_keeps_float64_position_tables(pos):
+    """Tables in float32 would put float32 round-off into a float64 model's every layer."""
+    from transformer_steps.positions import rope_cos_sin, sinusoidal_encoding
+    from transformer_steps.precision import default_dtype
+
+    with default_dtype(torch.float64):
+        model = make(pos=pos)
+    tables = (model.rope_cos, model.rope_sin) if pos == "rope" else (model.pos_table,)
+    want = (rope_cos_sin(torch.arange(12), model.cfg.head_dim, dtype=torch.float64) if pos == "rope"
+            else (sinusoidal_encoding(12, D, dtype=torch.float64),))
+    for table, expected in zip(tables, want):
+        assert table.dtype == torch.float64 and torch.equal(table, expected)
 
 
 def test_a_bf16_models_loss_is_computed_in_float32():
@@ -343,6 +377,10 @@ def test_bad_positions_and_cache_and_config():
         model(x, torch.arange(3), model.make_cache(2)[:1])
     with pytest.raises(ValueError, match=r"the cache holds 1 sequences, but idx has 2"):
         model(x, torch.arange(3), model.make_cache(1))
+    with pytest.raises(ValueError, match=r"the cache holds 3 sequences, but idx has 2"):
+        model(x, torch.arange(3), model.make_cache(3))
+    with pytest.raises(ValueError, match="input_pos is on meta and idx on cpu: put both on one device"):
+        model(x, torch.arange(3, device="meta"))
     with pytest.raises(TypeError, match="cache must be a list of KVCache"):
         model(x, torch.arange(3), [None, None])
     with pytest.raises(ValueError, match="a KV cache needs a causal model"):
