@@ -224,6 +224,23 @@ def test_shared_blocks_are_released_only_by_their_last_user():
     assert list(cache.cached) == kept[::-1]
 
 
+def test_a_shared_block_outlives_its_first_user():
+    # A and B share the system prompt's two blocks; A finishes first, then C arrives and B keeps growing: the
+    # pool is tight, so a shared block handed out when A releases it would be overwritten under B
+    model = make()
+    system = [3, 1, 4, 1, 5, 9, 2, 6]
+    engine = Engine(model, max_batch_size=3, num_blocks=8, block_size=4, prefix_caching=True)
+    a, b = engine.add_request(system + [7], 2), engine.add_request(system + [8], 14)
+    engine.step(), engine.step()
+    assert engine.requests[a].finish_time is not None and engine.cache.ref_count[engine.requests[b].table[0]] == 1
+    c = engine.add_request([10, 11, 12, 10, 11, 12, 10, 11], 8)
+    while engine.scheduler.has_work():
+        engine.step()
+    for r, p, n in ((a, system + [7], 2), (b, system + [8], 14), (c, [10, 11, 12, 10, 11, 12, 10, 11], 8)):
+        assert engine.requests[r].generated == alone(model, p, n)
+    assert_no_leak(engine)
+
+
 def test_an_evicted_block_is_never_reused_under_its_old_key():
     cache = PagedKVCache(1, 1, 2, num_blocks=3, block_size=2, prefix_caching=True)
     table, _ = cache.allocate([1, 2, 3, 4, 5])
