@@ -61,7 +61,7 @@ class PagedKVCache:
     def blocks_needed(self, n_tokens: int) -> int:
         return -(-n_tokens // self.block_size)
 
-    def _prefix_hits(self, ids: list[int]) -> list[int]:
+    def prefix_hits(self, ids: list[int]) -> list[int]:
         """The blocks holding the longest keyed prefix of ids; never the block of the last token, whose
         logits the prefill must compute."""
         if not self.prefix_caching:
@@ -75,13 +75,13 @@ class PagedKVCache:
 
     def can_allocate(self, ids: list[int]) -> bool:
         """Whether a sequence of ids fits now: a hit on a block in use costs nothing, any other block one."""
-        hits_in_use = sum(self.ref_count[b] > 0 for b in self._prefix_hits(ids))
+        hits_in_use = sum(self.ref_count[b] > 0 for b in self.prefix_hits(ids))
         return self.blocks_needed(len(ids)) - hits_in_use <= self.num_free
 
     def allocate(self, ids: list[int]) -> tuple[list[int], int]:
         """Blocks for a sequence of ids (call can_allocate first): (block table, tokens already cached)."""
         table = []
-        for b in self._prefix_hits(ids):
+        for b in self.prefix_hits(ids):
             if self.ref_count[b] == 0:
                 del self.cached[b]  # a cached block back in use
             self.ref_count[b] += 1
