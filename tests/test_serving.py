@@ -224,6 +224,23 @@ def test_shared_blocks_are_released_only_by_their_last_user():
     assert list(cache.cached) == kept[::-1]
 
 
+def test_a_shared_block_outlives_its_first_user():
+    # A and B share the system prompt's two blocks; A finishes first, then C arrives and B keeps growing: the
+    # pool is tight, so a shared block handed out when A releases it would be overwritten under B
+    model = make()
+    system = [3, 1, 4, 1, 5, 9, 2, 6]
+    engine = Engine(model, max_batch_size=3, num_blocks=8, block_size=4, prefix_caching=True)
+    a, b = engine.add_request(system + [7], 2), engine.add_request(system + [8], 14)
+    engine.step(), engine.step()
+    assert engine.requests[a].finish_time is not None and engine.cache.ref_count[engine.requests[b].table[0]] == 1
+    c = engine.add_request([10, 11, 12, 10, 11, 12, 10, 11], 8)
+    while engine.scheduler.has_work():
+        engine.step()
+    for r, p, n in ((a, system + [7], 2), (b, system + [8], 14), (c, [10, 11, 12, 10, 11, 12, 10, 11], 8)):
+        assert engine.requests[r].generated == alone(model, p, n)
+    assert_no_leak(engine)
+
+
 def test_an_evicted_block_is_never_reused_under_its_old_key():
     cache = PagedKVCache(1, 1, 2, num_blocks=3, block_size=2, prefix_caching=True)
     table, _ = cache.allocate([1, 2, 3, 4, 5])
@@ -304,12 +321,24 @@ def test_a_later_request_reuses_the_blocks_of_a_finished_one():
 
 
 def test_a_block_is_keyed_by_its_history_not_only_its_tokens():
-    # the same second block after a different first one: its keys and values differ, so it must not be reused
+    # the same second block [5, 6, 7, 8] after different first ones: its keys and values differ (from the
+    # second layer on), so a prompt that starts like the second must reuse the second's, never the first's
     model = make()
-    ps = [[1, 2, 3, 4, 5, 6, 7, 8, 9], [12, 11, 10, 9, 5, 6, 7, 8, 9]]
+    ps = [[0, 0, 0, 0, 5, 6, 7, 8, 9], [12, 11, 10, 9, 5, 6, 7, 8, 9]]
     engine = Engine(model, max_batch_size=2, num_blocks=16, block_size=4, prefix_caching=True)
     assert engine.run(ps, 6) == [alone(model, p, 6) for p in ps]
     assert engine.stats.reused_prefix_tokens == 0
+    third = ps[1][:8] + [3, 3]
+    hits = engine.cache.prefix_hits(third)
+    assert len(hits) == 2
+    # the blocks it would reuse hold what the prompt computes alone
+    contiguous = model.make_cache(1, 8)
+    with torch.no_grad():
+        model(torch.tensor([third[:8]]), torch.arange(8), contiguous)
+    for pool, want in zip(engine.cache.k + engine.cache.v, [c.k for c in contiguous] + [c.v for c in contiguous]):
+        torch.testing.assert_close(gather(pool, torch.tensor([hits])), want)
+    assert engine.run([third], 12) == [alone(model, third, 12)]
+    assert engine.stats.reused_prefix_tokens == 8
     assert block_keys(ps[0], 4)[1] != block_keys(ps[1], 4)[1]
 
 

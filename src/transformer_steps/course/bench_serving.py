@@ -52,8 +52,13 @@ def bench_batching(model: TransformerLM, requests, max_batch_size: int = 16) -> 
     prompts, counts = [p for p, _ in requests], [n for _, n in requests]
     tokens = sum(counts)
 
+    steps = {}
+
     def engine(continuous):
-        return Engine(model, max_batch_size=max_batch_size, continuous=continuous).run(prompts, counts)
+        e = Engine(model, max_batch_size=max_batch_size, continuous=continuous)
+        ids = e.run(prompts, counts)
+        steps[continuous] = e.stats.prefill_steps + e.stats.decode_steps
+        return ids
 
     # warm-up: a few requests through each path
     sequential(model, requests[:2]), Engine(model).run(prompts[:4], [4] * 4)
@@ -63,6 +68,7 @@ def bench_batching(model: TransformerLM, requests, max_batch_size: int = 16) -> 
         ids, wall, cpu = clock(fn)
         out[name] = {"ids": ids, "s": wall, "cpu_s": cpu, "tok_s": tokens / wall}
     out["tokens"] = tokens
+    out["continuous"]["steps"], out["static"]["steps"] = steps[True], steps[False]
     out["identical"] = out["sequential"]["ids"] == out["continuous"]["ids"] == out["static"]["ids"]
     return out
 
@@ -162,6 +168,7 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
         for name in ("sequential", "continuous", "static"):
             print(f"    {name:10} {r[name]['s']:.2f} s (CPU {r[name]['cpu_s']:.2f}) = {r[name]['tok_s']:.0f} tok/s "
                   f"({r['tokens']} tokens)")
+        print(f"    steps (prefill + decode): continuous {r['continuous']['steps']}, static {r['static']['steps']}")
         g1 = r["sequential"]["s"] / r["continuous"]["s"]  # the same tokens: the ratio of the times
         g2 = r["static"]["s"] / r["continuous"]["s"]
         g1_cpu = r["sequential"]["cpu_s"] / r["continuous"]["cpu_s"]

@@ -32,6 +32,10 @@ class Stats:
 
 
 class Engine:
+    """Serves a TransformerLM: at most max_batch_size requests at once, over a pool of num_blocks blocks of
+    block_size tokens per layer. prefix_caching: reuse the blocks of a prompt prefix already computed.
+    continuous=False: static batching, a new batch only once the whole batch has finished."""
+
     def __init__(self, model: TransformerLM, max_batch_size: int = 16, num_blocks: int = 512,
                  block_size: int = 16, prefix_caching: bool = False, continuous: bool = True):
         if not isinstance(model, TransformerLM):

@@ -45,6 +45,9 @@ class PagedKVCache:
         self.free = deque(range(num_blocks))  # free blocks that hold nothing worth keeping
         self.cached = OrderedDict()  # free blocks that still hold a keyed prefix, least recently released first
         self.by_key = {}  # key -> block, for every keyed block, in use or cached
+        # where each layer gathers its keys and values, reused by the next layer and the next step: a fresh
+        # tensor every time would cost more than the copy (the allocator maps new pages, and each one faults)
+        self.scratch = [torch.empty((0, *shape[1:]), dtype=dtype, device=device) for _ in range(2)]
 
     @property
     def num_free(self) -> int:
@@ -58,7 +61,7 @@ class PagedKVCache:
     def blocks_needed(self, n_tokens: int) -> int:
         return -(-n_tokens // self.block_size)
 
-    def _prefix_hits(self, ids: list[int]) -> list[int]:
+    def prefix_hits(self, ids: list[int]) -> list[int]:
         """The blocks holding the longest keyed prefix of ids; never the block of the last token, whose
         logits the prefill must compute."""
         if not self.prefix_caching:
@@ -72,13 +75,13 @@ class PagedKVCache:
 
     def can_allocate(self, ids: list[int]) -> bool:
         """Whether a sequence of ids fits now: a hit on a block in use costs nothing, any other block one."""
-        hits_in_use = sum(self.ref_count[b] > 0 for b in self._prefix_hits(ids))
+        hits_in_use = sum(self.ref_count[b] > 0 for b in self.prefix_hits(ids))
         return self.blocks_needed(len(ids)) - hits_in_use <= self.num_free
 
     def allocate(self, ids: list[int]) -> tuple[list[int], int]:
         """Blocks for a sequence of ids (call can_allocate first): (block table, tokens already cached)."""
         table = []
-        for b in self._prefix_hits(ids):
+        for b in self.prefix_hits(ids):
             if self.ref_count[b] == 0:
                 del self.cached[b]  # a cached block back in use
             self.ref_count[b] += 1
@@ -129,16 +132,21 @@ class PagedKVCache:
 
     def layers(self, tables: torch.Tensor) -> list[PagedLayer]:
         """What the model's forward takes as its cache: each layer's pool, seen through the block tables
-        (B, n_blocks) of the batch (a shorter table padded with any block: its slots lie ahead of every query)."""
-        return [PagedLayer(k, v, tables) for k, v in zip(self.k, self.v)]
+        (B, n_blocks) of the batch (a shorter table padded with any block: its slots lie ahead of every query).
+        For inference only: the layers gather into one shared scratch, so autograd could not keep them."""
+        if self.scratch[0].shape[0] < tables.numel():
+            self.scratch = [torch.empty((tables.numel(), *s.shape[1:]), dtype=s.dtype, device=s.device)
+                            for s in self.scratch]
+        k_out, v_out = (s[:tables.numel()] for s in self.scratch)
+        return [PagedLayer(k, v, tables, k_out, v_out) for k, v in zip(self.k, self.v)]
 
 
 class PagedLayer:
     """One layer's pool through a batch's block tables, with KVCache's update(input_pos, k, v), max_len and
     batch_size: what the model's attention calls."""
 
-    def __init__(self, k_pool: torch.Tensor, v_pool: torch.Tensor, tables: torch.Tensor):
-        self.k_pool, self.v_pool, self.tables = k_pool, v_pool, tables
+    def __init__(self, k_pool: torch.Tensor, v_pool: torch.Tensor, tables: torch.Tensor, k_out=None, v_out=None):
+        self.k_pool, self.v_pool, self.tables, self.k_out, self.v_out = k_pool, v_pool, tables, k_out, v_out
         self.batch_size = tables.shape[0]
         self.max_len = tables.shape[1] * k_pool.shape[1]  # positions 0 .. max_len - 1 of each sequence
 
@@ -149,9 +157,13 @@ class PagedLayer:
         slots = self.tables.gather(1, input_pos // bs) * bs + input_pos % bs  # (B, T) rows of the flat pool
         self.k_pool.flatten(0, 1)[slots] = k.transpose(1, 2).to(self.k_pool.dtype)  # (B, T, nkv, hs)
         self.v_pool.flatten(0, 1)[slots] = v.transpose(1, 2).to(self.v_pool.dtype)
-        return gather(self.k_pool, self.tables), gather(self.v_pool, self.tables)
+        return gather(self.k_pool, self.tables, self.k_out), gather(self.v_pool, self.tables, self.v_out)
 
 
-def gather(pool: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
-    """pool (num_blocks, bs, nkv, hs), tables (B, n) -> (B, nkv, n * bs, hs): each sequence's blocks in order."""
-    return pool[tables].flatten(1, 2).transpose(1, 2)  # (B, n, bs, nkv, hs) -> (B, n * bs, nkv, hs) -> ...
+def gather(pool: torch.Tensor, tables: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """pool (num_blocks, bs, nkv, hs), tables (B, n) -> (B, nkv, n * bs, hs): each sequence's blocks in order.
+    out: (B * n, bs, nkv, hs) to copy them into."""
+    B, n = tables.shape
+    _, bs, nkv, hs = pool.shape
+    blocks = torch.index_select(pool, 0, tables.flatten(), out=out)  # (B * n, bs, nkv, hs)
+    return blocks.view(B, n * bs, nkv, hs).transpose(1, 2)

@@ -77,8 +77,7 @@ class Scheduler:
     def preempt(self, request: Request):
         """Free its blocks and requeue it first in line: it is recomputed from its prompt and the ids it has
         generated so far, so its output is the same."""
-        self.cache.release(request.table)
-        request.n_cached = 0
+        self.cache.release(request.table)  # its n_cached is set again when it is admitted again
         self.waiting.appendleft(request)
         self.preemptions += 1
 
