@@ -1,6 +1,7 @@
 """What each chapter costs to run, measured, and said on its first screen in both editions.
 
-Usage: python scripts/chapter_costs.py [NOTEBOOK ...]     (`make chapter-costs`; default: every chapter)
+Usage: python scripts/chapter_costs.py [--write] [NOTEBOOK ...]   (`make chapter-costs`; default: every chapter;
+       --write: restate the recorded figures without measuring)
 
 Runs each chapter top to bottom in a fresh kernel, one after another, and
 records its wall time and the kernel's peak resident memory in book/chapter_costs.json. Then it writes the
@@ -45,7 +46,9 @@ def measure(path: Path) -> dict:
 
 
 def duration(seconds: float) -> tuple[int, str]:
-    """About how long: tens of seconds under 90 s, else whole minutes."""
+    """About how long: fives of seconds under 20 s, tens under 90 s, else whole minutes."""
+    if seconds < 20:
+        return max(5, round(seconds / 5) * 5), "seconds"
     if seconds < 90:
         return max(10, round(seconds / 10) * 10), "seconds"
     return round(seconds / 60), "minutes"
@@ -108,9 +111,11 @@ def write_tables(record: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(a).resolve() for a in argv] or sorted((ROOT / "book").glob("[0-9]*.ipynb"))
+    # --write: only write the statements from the record (after a wording change), measuring nothing
+    write_only = "--write" in argv
+    paths = [Path(a).resolve() for a in argv if a != "--write"] or sorted((ROOT / "book").glob("[0-9]*.ipynb"))
     record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
-    for path in paths:
+    for path in [] if write_only else paths:
         cost = measure(path)
         record[path.stem] = cost
         print(f"{path.stem:28s} {cost['seconds']:7.1f} s  peak {cost['peak_gb']:.2f} GB", flush=True)
