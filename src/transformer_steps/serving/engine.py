@@ -1,5 +1,7 @@
-"""The engine: requests in, ids out. Each step asks the scheduler what to run, runs it through the model's one
-forward over the paged cache, samples one token per request and retires the finished.
+"""The engine: requests in, ids out. Each step asks the scheduler what to run: a prefill runs the model's one
+forward once per admitted request (vLLM and SGLang pack them into one unpadded batch instead); a decode runs one
+forward for every running request, each newest token at its own position, over the paged cache. Then it samples
+one token per request and retires the finished.
 
     >>> engine = Engine(model, max_batch_size=16, num_blocks=512, block_size=16)
     >>> new_ids = engine.run([[1, 2, 3], [4, 5]], max_new_tokens=8)  # one list of ids per prompt
@@ -72,8 +74,8 @@ class Engine:
         return request.id
 
     def step(self) -> list[Request]:
-        """One forward (a prefill per admitted request, or one decode step for the batch); returns the requests
-        that finished in it."""
+        """One step: a forward per admitted request (their prefills), or one forward that decodes the whole batch;
+        returns the requests that finished in it."""
         if not self.scheduler.has_work():
             return []
         kind, batch = self.scheduler.schedule()
