@@ -200,7 +200,8 @@ def test_code_comments_are_chinese(path):
 def test_translated_comments_are_kept_until_the_english_code_changes():
     path = next(p for p in NOTEBOOKS if "08_" in p.name)
     english, chinese = load(path), load(zh_path(path))
-    cell = next(c for c in english["cells"][2:] if c["cell_type"] == "code" and "\n# " in translations.source(c))
+    cells = english["cells"][translations.first_code(english) + 1:]
+    cell = next(c for c in cells if c["cell_type"] == "code" and "\n# " in translations.source(c))
     text = translations.source(cell)
     zh = next(c for c in chinese["cells"] if c["id"] == cell["id"])
     zh["source"] = re.sub(r"\n# .*", "\n# 中文注释", text, count=1)
