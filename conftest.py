@@ -9,6 +9,10 @@ tests' own helpers. This file is read whatever paths pytest is given, so the sch
 SPREAD_ONE_BY_ONE = "tests/test_colab.py::test_chapter_runs_in_colab"
 
 
+import pytest
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: unknown where xdist is not installed
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import randn
 
+from conftest import randn
 from transformer_steps import CausalSelfAttention, KVCache, ModelConfig, attention, causal_mask
 from transformer_steps.positions import apply_rope, rope_cos_sin
 

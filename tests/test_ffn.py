@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import randn
 
+from conftest import randn
 from transformer_steps import ModelConfig, TransformerLM
 from transformer_steps.ffn import MLP, MoE, SwiGLU, act, make_ffn
 from transformer_steps.train import TrainConfig, train

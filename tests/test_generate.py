@@ -6,8 +6,8 @@ import weakref
 
 import pytest
 import torch
-from conftest import tiny_model
 
+from conftest import tiny_model
 from transformer_steps import decode_one_token, generate, prefill, sample_next
 
 V = 19

@@ -3,8 +3,8 @@ decoding, and no host sync per decoded token. Marked `gpu`: skipped where torch.
 
 import pytest
 import torch
-from conftest import tiny_model
 
+from conftest import tiny_model
 from transformer_steps import CausalSelfAttention, autocast_context, generate
 from transformer_steps.generate import decode_one_token, prefill
 

@@ -10,7 +10,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 
 from conftest import perturb
-
 from transformer_steps import TransformerLM, from_hf, generate
 from transformer_steps.positions import rope_cos_sin
 

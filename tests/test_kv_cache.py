@@ -3,8 +3,8 @@ model equals one full pass, and a reused cache's stale slots are masked."""
 
 import pytest
 import torch
-from conftest import randn, tiny_model
 
+from conftest import randn, tiny_model
 from transformer_steps import KVCache
 from transformer_steps.kv_cache import kv_cache_bytes
 

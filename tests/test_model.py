@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import perturb, tiny_model
 from torch import nn
 
+from conftest import perturb, tiny_model
 from transformer_steps import Block, ModelConfig, TransformerLM
 from transformer_steps.config import FFNS, NORM_POSITIONS, NORMS, POSITIONS
 from transformer_steps.norms import LayerNorm

@@ -5,9 +5,9 @@ import os
 
 import pytest
 import torch
-from conftest import randn
 from torch import nn
 
+from conftest import randn
 from transformer_steps import ModelConfig
 from transformer_steps.norms import LayerNorm, RMSNorm, layer_norm, make_norm, rms_norm
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 import torch
-from conftest import randn
 
+from conftest import randn
 from transformer_steps.positions import (
     apply_rope,
     apply_rope_interleaved,

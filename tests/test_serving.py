@@ -9,8 +9,8 @@ import random
 
 import pytest
 import torch
-from conftest import tiny_model
 
+from conftest import tiny_model
 from transformer_steps import KVCache, generate
 from transformer_steps.attention import ATTENTION
 from transformer_steps.serving import Engine, PagedKVCache, block_keys, gather
