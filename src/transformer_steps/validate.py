@@ -63,8 +63,6 @@ def check_forward_inputs(cfg, idx, input_pos=None, cache=None) -> None:
     layer). Reads the ids' and positions' values back from the device once."""
     import torch
 
-    from .kv_cache import KVCache
-
     if not isinstance(idx, torch.Tensor):
         raise TypeError(f"token ids must be a torch.Tensor, got {type(idx).__name__}")
     if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
@@ -78,9 +76,8 @@ def check_forward_inputs(cfg, idx, input_pos=None, cache=None) -> None:
         if not cfg.causal:
             raise ValueError("a KV cache needs a causal model (cfg.causal=True)")
         # a KVCache per layer, or serving's paged layers: whatever has KVCache's update, max_len and batch_size
-        if not isinstance(cache, (list, tuple)) or not all(
-                isinstance(c, KVCache) or all(hasattr(c, a) for a in ("update", "max_len", "batch_size"))
-                for c in cache):
+        layer_api = ("update", "max_len", "batch_size")
+        if not isinstance(cache, (list, tuple)) or not all(all(hasattr(c, a) for a in layer_api) for c in cache):
             raise TypeError(f"cache must be a list of KVCache (model.make_cache), got {type(cache).__name__}")
         if len(cache) != cfg.n_layers:
             raise ValueError(f"cache must hold one KVCache per layer ({cfg.n_layers}), got {len(cache)}")
