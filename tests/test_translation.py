@@ -56,6 +56,7 @@ TERMS = [
     (None, "排名", ["名次"]),
     (None, "增益", ["缩放参数"]),
     (None, "转换为", ["上转"]),
+    (None, "输出头 (un-embedding, LM head)", ["反嵌入", "解嵌入"]),
     (None, "“”", ["「", "」"]),
     (None, "a result, not 断言", ["断言"]),
 ]
