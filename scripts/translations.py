@@ -10,6 +10,9 @@ translation older than its English.
 
     python scripts/translations.py            # `make translations`: copy code and outputs from English into
                                               # every zh notebook, list the stale and untranslated cells
+    python scripts/translations.py sync book/03_embeddings.ipynb
+                                              # the same for one notebook only (others may be editing theirs)
+    python scripts/translations.py status     # list only; writes nothing
     python scripts/translations.py export book/03_embeddings.ipynb [--stale] [--code]  > en.txt
                                               # the English Markdown cells (or only those to redo), as text;
                                               # --code: the code cells whose comments are to translate
@@ -200,22 +203,26 @@ def import_cells(zh_path: Path, text_path: Path) -> list[str]:
     return sorted(cells)
 
 
-def sync_all() -> int:
-    """Copy code and outputs from English into every zh notebook; print what needs translating."""
+def sync_all(names: list[str] | None = None, write: bool = True) -> int:
+    """Copy code and outputs from English into the zh notebooks (every one, or those named); print what needs
+    translating. write=False only lists, so it is safe while others edit their zh notebooks."""
     ZH.mkdir(exist_ok=True)
     todo = 0
     for english_path in sorted(BOOK.glob("*.ipynb")):
+        if names is not None and english_path.name not in names:
+            continue
         zh_path = ZH / english_path.name
         english = load(english_path)
         notebook = synced(english, load(zh_path) if zh_path.exists() else None)
-        save(zh_path, notebook)
+        if write:
+            save(zh_path, notebook)
         for cell_id, state in cell_status(english, notebook):
             print(f"{zh_path.relative_to(ROOT)}: cell {cell_id} {state}")
             todo += 1
         code = code_status(english, notebook)
         if code:
             print(f"{zh_path.relative_to(ROOT)}: {len(code)} code cells with English comments (export --code)")
-    for page in PAGES:
+    for page in PAGES if names is None else []:
         zh_page = ZH / page
         state = page_status(zh_page) if zh_page.exists() else "missing"
         if state:
@@ -230,7 +237,9 @@ def main(argv: list[str]) -> int:
         sync_all()
         return 0
     command, *args = argv
-    if command == "export":
+    if command in ("sync", "status"):
+        sync_all([Path(a).name for a in args] or None, write=command == "sync")
+    elif command == "export":
         sys.stdout.write(export(Path(args[0]), "--stale" in args, "--code" in args))
     elif command == "import":
         done = import_cells(Path(args[0]), Path(args[1]))
