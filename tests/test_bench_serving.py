@@ -25,6 +25,12 @@ def test_sequential_continuous_and_static_give_the_same_ids():
     r = bench_serving.bench_batching(model(), requests, max_batch_size=4)
     assert r["identical"] is True and r["tokens"] == sum(n for _, n in requests)
     assert [len(ids) for ids in r["continuous"]["ids"]] == [n for _, n in requests]
+    # static batching: a finished request leaves its batch (the same decode rows as continuous batching), or
+    # keeps computing until the batch's longest ends; both take the same steps
+    counts = [n for _, n in requests]
+    assert r["static"]["decode_rows"] == r["continuous"]["decode_rows"] == sum(counts) - len(counts)
+    assert r["static_padded"]["decode_rows"] == 4 * (max(counts[:4]) - 1) + 2 * (max(counts[4:]) - 1)
+    assert r["static_padded"]["steps"] == r["static"]["steps"] > r["continuous"]["steps"]
 
 
 def test_paged_memory_holds_less_than_a_block_per_sequence_spare():

@@ -86,6 +86,45 @@ def test_requests_added_mid_run(continuous):
     assert_no_leak(engine)
 
 
+def test_a_server_loop_takes_finished_requests_out_and_stops_when_idle():
+    # a server drives add_request / step / pop_finished: the engine keeps only what is still waiting or running
+    model, ps = make(), prompts(6, seed=6)
+    counts = [3, 0, 9, 1, 6, 4]
+    engine = Engine(model, max_batch_size=2, num_blocks=32, block_size=4)
+    assert not engine.has_work() and engine.pop_finished() == []
+    replies, step = {}, 0
+    while step < 2 * len(ps) or engine.has_work():
+        if step % 2 == 0 and step // 2 < len(ps):  # one arrival every other step
+            engine.add_request(ps[step // 2], counts[step // 2])
+        engine.step()
+        for request in engine.pop_finished():
+            assert request.done and request.id not in replies
+            replies[request.id] = request.generated
+        # nothing finished stays behind; everything unfinished does
+        assert all(r.finish_time is None for r in engine.requests.values())
+        assert set(engine.requests) | set(replies) == set(range(min(len(ps), step // 2 + 1)))
+        step += 1
+    assert engine.requests == {} and not engine.has_work()
+    assert [replies[i] for i in range(len(ps))] == [alone(model, p, n) for p, n in zip(ps, counts)]
+    assert_no_leak(engine)
+
+
+def test_has_work_while_a_request_waits_or_runs():
+    model = make()
+    engine = Engine(model, max_batch_size=1, num_blocks=8, block_size=4)
+    engine.add_request([1, 2], 0)  # nothing to compute: finished on arrival
+    assert not engine.has_work() and [r.generated for r in engine.pop_finished()] == [[]]
+    first, second = engine.add_request([1, 2], 3), engine.add_request([3], 2)
+    work = [engine.has_work()]
+    while engine.has_work():
+        engine.step()
+        work.append((engine.has_work(), len(engine.scheduler.waiting), len(engine.scheduler.running)))
+    # one slot: the second waits while the first runs, then alone in the queue once the first has finished,
+    # then runs with nobody waiting; then nothing is left
+    assert work == [True, (True, 1, 1), (True, 1, 1), (True, 1, 0), (True, 0, 1), (False, 0, 0)]
+    assert [r.id for r in engine.pop_finished()] == [first, second]
+
+
 def test_continuous_batching_fills_freed_slots_and_static_does_not():
     model = make()
     ps, counts = [[1, 2], [3], [4, 5, 6], [7]], [2, 12, 5, 5]
