@@ -31,6 +31,14 @@ def test_sequential_continuous_and_static_give_the_same_ids():
     assert r["static"]["decode_rows"] == r["continuous"]["decode_rows"] == sum(counts) - len(counts)
     assert r["static_padded"]["decode_rows"] == 4 * (max(counts[:4]) - 1) + 2 * (max(counts[4:]) - 1)
     assert r["static_padded"]["steps"] == r["static"]["steps"] > r["continuous"]["steps"]
+    assert r["static"]["decode_steps"] == r["static"]["steps"] - 2  # two batches of 4, one prefill step each
+    a, b = r["step_cost"]  # fitted to every decode step of the three engine runs: CPU seconds are positive
+    assert a > 0 and b != 0
+
+
+def test_the_step_cost_line_is_fitted_to_the_decode_steps():
+    assert bench_serving.fit_line([(1, 7.0), (2, 9.0), (4, 13.0), (16, 37.0)]) == (5.0, 2.0)
+    assert bench_serving.fit_line([(3, 1.0), (3, 2.0)]) == (1.5, 0.0)  # one batch size: no slope to fit
 
 
 def test_paged_memory_holds_less_than_a_block_per_sequence_spare():

@@ -7,7 +7,8 @@ generated tokens/s, target >= 4x. (g2) continuous against static batching, the s
 target >= 1.5x; the engine's static batching lets a finished request leave its batch (see Engine), and for
 comparison the bench also times static batching that keeps computing the finished rows until the batch's longest
 ends, as a batched `generate` does (the same engine with every max_new_tokens raised to its batch's largest, the
-ids cut back). (g3) the engine on from_hf(m) against transformers' `m.generate_batch` (its continuous
+ids cut back). Every decode step's CPU time is kept, and a line fitted to it against the batch size (a fixed
+part per step, a part per row) says what the step counts and row counts of the two modes predict. (g3) the engine on from_hf(m) against transformers' `m.generate_batch` (its continuous
 batching over a paged cache) on the (b)-shaped random Llama, 16 requests of 8-64 prompt tokens and 32 new
 tokens: target >= 3x. (g4) memory: peak KV slots in use over slots reserved, paged (target >= 90%) and, for
 comparison, with max_seq_len reserved per running sequence. (g5) prefix caching: 32 requests that share a
@@ -59,14 +60,20 @@ def bench_batching(model: TransformerLM, requests, max_batch_size: int = 16) -> 
     # arrival order; they all arrive at once) runs as long as the batch's longest
     batches = [counts[i:i + max_batch_size] for i in range(0, len(counts), max_batch_size)]
     padded = [max(batch) for batch in batches for _ in batch]
-    steps, rows = {}, {}
+    steps, rows, decode_cpu = {}, {}, []  # decode_cpu: (batch size, CPU seconds) of every decode step
 
     def engine(name, continuous, n):
         e = Engine(model, max_batch_size=max_batch_size, continuous=continuous)
-        ids = [out[:k] for out, k in zip(e.run(prompts, n), counts)]
-        steps[name] = e.stats.prefill_steps + e.stats.decode_steps
+        ids = [e.add_request(p, k) for p, k in zip(prompts, n)]
+        while e.has_work():  # run(), with each decode step's CPU time kept
+            start = time.process_time()
+            e.step()
+            if e.trace[-1][0] == "decode":
+                decode_cpu.append((len(e.trace[-1][1]), time.process_time() - start))
+        steps[name] = (e.stats.prefill_steps + e.stats.decode_steps, e.stats.decode_steps)
         rows[name] = e.stats.generated_tokens - len(prompts)  # decode rows: the first token comes from prefill
-        return ids
+        done = {r.id: r.generated for r in e.pop_finished()}
+        return [done[i][:k] for i, k in zip(ids, counts)]
 
     # warm-up: a few requests through each path
     sequential(model, requests[:2]), Engine(model).run(prompts[:4], [4] * 4)
@@ -78,11 +85,22 @@ def bench_batching(model: TransformerLM, requests, max_batch_size: int = 16) -> 
         ids, wall, cpu = clock(fn)
         out[name] = {"ids": ids, "s": wall, "cpu_s": cpu, "tok_s": tokens / wall}
     out["tokens"] = tokens
-    for name, n_steps in steps.items():
-        out[name]["steps"], out[name]["decode_rows"] = n_steps, rows[name]
+    for name, (n_steps, n_decode) in steps.items():
+        out[name].update(steps=n_steps, decode_steps=n_decode, decode_rows=rows[name])
     out["identical"] = (out["sequential"]["ids"] == out["continuous"]["ids"] == out["static"]["ids"]
                         == out["static_padded"]["ids"])
+    out["step_cost"] = fit_line(decode_cpu)
     return out
+
+
+def fit_line(points) -> tuple[float, float]:
+    """Least squares y = a + b x: a decode step's CPU seconds as a fixed part (the weights read, the Python)
+    plus a part per row (the rows' matmuls, and their keys and values gathered and attended over)."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    return my - b * mx, b
 
 
 def bench_memory(model: TransformerLM, requests, max_batch_size: int = 16, block_size: int = 16) -> dict:
@@ -186,6 +204,11 @@ def main(argv=None) -> list[tuple[str, str, str, str]]:
             return r[slow]["s"] / r["continuous"]["s"], r[slow]["cpu_s"] / r["continuous"]["cpu_s"]
 
         (g1, g1_cpu), (g2, g2_cpu), (g2p, g2p_cpu) = ratio("sequential"), ratio("static"), ratio("static_padded")
+        a, b = r["step_cost"]
+        (sc, rc), (ss, rs) = ((r[name]["decode_steps"], r[name]["decode_rows"]) for name in ("continuous", "static"))
+        print(f"    a decode step's CPU time, fitted: {1e3 * a:.1f} ms + {1e3 * b:.2f} ms per row; so continuous / "
+              f"static = ({ss} steps x a + {rs} rows x b) / ({sc} x a + {rc} x b) = "
+              f"{(ss * a + rs * b) / (sc * a + rc * b):.2f}x, at most {ss / sc:.2f}x (b = 0)")
         judged("(g1) engine / sequential generate tok/s", g1, f"{g1:.2f}x ({g1_cpu:.2f}x)", TARGETS["sequential"])
         judged("(g2) continuous / static tok/s", g2, f"{g2:.2f}x ({g2_cpu:.2f}x)", TARGETS["static"])
         rows.append(("(g2) continuous / static, finished rows kept", f"{g2p:.2f}x ({g2p_cpu:.2f}x)", "report",
