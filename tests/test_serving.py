@@ -330,6 +330,68 @@ def test_preemption_takes_the_most_recently_admitted():
     assert engine.stats.preemptions == 2
 
 
+def cut(ids, stop_id):
+    """generate's ids cut after the first stop id: what a request with that stop id must get back."""
+    return ids[:ids.index(stop_id) + 1] if stop_id in ids else ids
+
+
+@pytest.mark.parametrize("continuous", [True, False], ids=["continuous", "static"])
+def test_a_stop_id_ends_a_request_early_with_generates_ids_cut_there(continuous):
+    model, ps = make(**CONFIGS["rope-gqa-rmsnorm-untied"]), prompts(8, seed=6, lo=2, hi=10)
+    full = [alone(model, p, 30) for p in ps]
+    # a stop id each request samples somewhere after its first id (and one request without a stop id)
+    stops = [ids[3 + i % 5] for i, ids in enumerate(full)]
+    stops[1] = None
+    expected = [cut(ids, s) if s is not None else ids for ids, s in zip(full, stops)]
+    assert any(len(e) < 30 for e in expected) and len(expected[1]) == 30
+    engine = Engine(model, max_batch_size=4, num_blocks=64, block_size=4, continuous=continuous)
+    assert engine.run(ps, 30, stop_id=stops) == expected
+    assert engine.stats.generated_tokens == sum(map(len, expected))
+    assert_no_leak(engine)
+    # one stop id for all, through add_request and step, under a pool small enough to preempt
+    small = Engine(model, max_batch_size=8, num_blocks=10, block_size=4, continuous=continuous)
+    rids = [small.add_request(p, 30, stop_id=stops[0]) for p in ps]
+    while small.has_work():
+        small.step()
+    assert [small.requests[r].generated for r in rids] == [cut(ids, stops[0]) for ids in full]
+    assert small.stats.preemptions > 0
+    assert_no_leak(small)
+
+
+def test_a_request_that_stops_early_frees_its_blocks_at_once():
+    model = make()
+    first = alone(model, [1, 2, 3], 20)
+    engine = Engine(model, max_batch_size=2, num_blocks=16, block_size=2)
+    early = engine.add_request([1, 2, 3], 20, stop_id=first[2])  # its third id: done after 3 steps
+    late = engine.add_request([1, 2, 3], 20)
+    for _ in range(3):
+        engine.step()
+    assert engine.requests[early].generated == cut(first, first[2])
+    assert [r.id for r in engine.scheduler.running] == [late]
+    # only the late request's blocks are in use: its 5 cached positions, in blocks of 2
+    assert engine.cache.blocks_in_use == 3
+
+
+def test_a_bad_stop_id_is_rejected_before_anything_changes():
+    model, ps = make(), prompts(2, seed=7)
+    engine = Engine(model, max_batch_size=2, num_blocks=8, block_size=4)
+    engine.add_request(ps[0], 6)
+    before = state(engine)
+    for stop, error, message in ((13, ValueError, r"stop_id 13 outside the vocabulary \[0, 13\)"),
+                                 (-1, ValueError, "stop_id -1 outside the vocabulary"),
+                                 (2.0, TypeError, "stop_id must be an int token id or None, got float"),
+                                 (True, TypeError, "stop_id must be an int token id or None, got bool")):
+        with pytest.raises(error, match=message):
+            engine.add_request(ps[1], 4, stop_id=stop)
+        with pytest.raises(error, match=message):
+            engine.run(ps, 4, stop_id=[None, stop])
+        assert state(engine) == before
+    with pytest.raises(ValueError, match=r"stop_id needs one id \(or None\) per prompt \(2\), got 1"):
+        engine.run(ps, 4, stop_id=[1])
+    assert state(engine) == before
+    assert engine.run(ps[1:], 5, stop_id=None) == [alone(model, ps[1], 5)]
+
+
 # 4. prefix caching
 
 

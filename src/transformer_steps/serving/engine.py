@@ -83,11 +83,14 @@ class Engine:
         self._next_id = 0
 
     def add_request(self, prompt, max_new_tokens: int, temperature: float = 0.0, top_k: int | None = None,
-                    top_p: float | None = None, generator: torch.Generator | None = None) -> int:
-        """Queue one prompt (a list of ids); returns its request id. Checked first: nothing changes on error."""
-        prompt = self.check_request(prompt, max_new_tokens, temperature, top_k, top_p)
+                    top_p: float | None = None, generator: torch.Generator | None = None,
+                    stop_id: int | None = None) -> int:
+        """Queue one prompt (a list of ids); returns its request id. Checked first: nothing changes on error.
+        stop_id: an end-of-text id; the request ends as soon as it samples it (kept as its last id), so its ids
+        are generate's cut after the first stop id, and its blocks go back to the pool at once."""
+        prompt = self.check_request(prompt, max_new_tokens, temperature, top_k, top_p, stop_id)
         request = Request(self._next_id, prompt, max_new_tokens, (temperature, top_k, top_p, generator),
-                          arrival_time=time.perf_counter())
+                          stop_id=None if stop_id is None else int(stop_id), arrival_time=time.perf_counter())
         self._next_id += 1
         self.requests[request.id] = request
         if max_new_tokens == 0:
@@ -137,19 +140,24 @@ class Engine:
         return finished
 
     def run(self, prompts, max_new_tokens, temperature: float = 0.0, top_k: int | None = None,
-            top_p: float | None = None, generator: torch.Generator | None = None) -> list[list[int]]:
-        """Serve every prompt (a list of lists of ids, ragged); max_new_tokens: one int, or one per prompt.
-        Returns the generated ids, one list per prompt, in the prompts' order. Requests already queued with
-        add_request are served alongside."""
+            top_p: float | None = None, generator: torch.Generator | None = None,
+            stop_id=None) -> list[list[int]]:
+        """Serve every prompt (a list of lists of ids, ragged); max_new_tokens: one int, or one per prompt;
+        stop_id: None, one id, or one per prompt (None for a prompt without one). Returns the generated ids, one
+        list per prompt, in the prompts' order. Requests already queued with add_request are served alongside."""
         if not isinstance(prompts, (list, tuple)):
             raise TypeError(f"prompts must be a list of lists of token ids, got {type(prompts).__name__}")
         counts = max_new_tokens if isinstance(max_new_tokens, (list, tuple)) else [max_new_tokens] * len(prompts)
         if len(counts) != len(prompts):
             raise ValueError(f"max_new_tokens needs one count per prompt ({len(prompts)}), got {len(counts)}")
+        stops = stop_id if isinstance(stop_id, (list, tuple)) else [stop_id] * len(prompts)
+        if len(stops) != len(prompts):
+            raise ValueError(f"stop_id needs one id (or None) per prompt ({len(prompts)}), got {len(stops)}")
         # every request checked before any is queued
-        for prompt, n in zip(prompts, counts):
-            self.check_request(prompt, n, temperature, top_k, top_p)
-        ids = [self.add_request(p, n, temperature, top_k, top_p, generator) for p, n in zip(prompts, counts)]
+        for prompt, n, stop in zip(prompts, counts, stops):
+            self.check_request(prompt, n, temperature, top_k, top_p, stop)
+        ids = [self.add_request(p, n, temperature, top_k, top_p, generator, stop)
+               for p, n, stop in zip(prompts, counts, stops)]
         while any(self.requests[i].finish_time is None for i in ids):
             self.step()
         return [self.requests.pop(i).generated for i in ids]
@@ -190,7 +198,8 @@ class Engine:
                 new[i] = token
         return new
 
-    def check_request(self, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None) -> list[int]:
+    def check_request(self, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None,
+                      stop_id=None) -> list[int]:
         """The prompt as a list of ints, or TypeError / ValueError naming what is wrong."""
         cfg, cache = self.model.cfg, self.cache
         if isinstance(prompt, torch.Tensor) and prompt.dim() == 1 and not prompt.dtype.is_floating_point:
@@ -205,6 +214,11 @@ class Engine:
         outside = [t for t in prompt if not 0 <= t < cfg.vocab_size]
         if outside:
             raise ValueError(f"token id {outside[0]} outside the vocabulary [0, {cfg.vocab_size})")
+        if stop_id is not None:
+            if isinstance(stop_id, bool) or not isinstance(stop_id, Integral):
+                raise TypeError(f"stop_id must be an int token id or None, got {type(stop_id).__name__} {stop_id!r}")
+            if not 0 <= stop_id < cfg.vocab_size:
+                raise ValueError(f"stop_id {stop_id} outside the vocabulary [0, {cfg.vocab_size})")
         check_sampling(max_new_tokens, temperature, top_k, top_p)
         n = len(prompt) + max_new_tokens
         if n > cfg.max_seq_len:

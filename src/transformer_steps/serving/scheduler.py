@@ -16,6 +16,7 @@ class Request:
     prompt: list[int]
     max_new_tokens: int
     sampling: tuple  # (temperature, top_k, top_p, generator), sample_next's arguments
+    stop_id: int | None = None  # an end-of-text id: the request ends once it samples it
     generated: list[int] = field(default_factory=list)
     table: list[int] = field(default_factory=list)  # its block table
     n_cached: int = 0  # leading tokens whose keys and values its blocks already hold
@@ -30,7 +31,10 @@ class Request:
 
     @property
     def done(self) -> bool:
-        return len(self.generated) >= self.max_new_tokens
+        """max_new_tokens generated, or the stop id just sampled (it is kept, as the last id)."""
+        if len(self.generated) >= self.max_new_tokens:
+            return True
+        return self.stop_id is not None and bool(self.generated) and self.generated[-1] == self.stop_id
 
 
 class Scheduler:
