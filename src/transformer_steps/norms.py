@@ -1,7 +1,9 @@
 """LayerNorm and RMSNorm: each one formula, a pure function, and a module that holds its weights.
 
-Both compute in float32 (float64 for a float64 model) and cast back, as HF Llama does: a bf16 mean of squares
-loses the digits the normalisation depends on."""
+Both compute in float32 (float64 for a float64 model) and cast back, as HF Llama does. For LayerNorm this
+matters: in bf16 the mean is rounded before the subtraction, and the whole output shifts with it. For RMSNorm
+it changes little in PyTorch, which already accumulates bf16 sums in float32 and rounds only the result; it
+guards against float16 overflow of x**2 and against kernels that accumulate in low precision."""
 
 from __future__ import annotations
 
