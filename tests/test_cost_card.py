@@ -1,6 +1,7 @@
 """The cost card (book/cost_card.md and its Chinese twin): its worked numbers are the cost model's, they agree
 with the chapters that compute them, every formula links to the chapter that derives it, and the numbers its
-prose quotes are in its table."""
+prose quotes are in its tables (the inputs: the models' sizes and the chip's figures; the worked numbers); its
+tokens/s formula is the one the module computes, and its glossary links name terms the glossary defines."""
 
 import json
 import re
@@ -52,9 +53,63 @@ def test_the_card_holds_the_cost_models_numbers(lang):
 
 
 @pytest.mark.parametrize("lang", PAGES)
+def test_the_card_holds_its_inputs(lang):
+    """The models' sizes and the H100 figures, as the module's configs give them, before the worked numbers."""
+    text = PAGES[lang].read_text(encoding="utf-8")
+    assert cost_card.inputs(lang) in text
+    assert text.index(cost_card.inputs(lang)) < text.index(cost_card.HEADER[lang])
+
+
+def test_the_inputs_are_the_configs():
+    gpt2, llama = (cost_card.sizes(cfg) for cfg, _ in cost_card.MODELS.values())
+    assert gpt2 == ["12", "768", "12", "12", "64", "3,072", "GELU", "50,257", "yes", "2"]
+    assert llama == ["32", "4,096", "32", "8", "128", "14,336", "SwiGLU", "128,256", "no", "2"]
+    assert "| ridge, peak / bandwidth | 295 FLOP/byte |" in cost_card.inputs("en")
+
+
+@pytest.mark.parametrize("cfg, context", cost_card.MODELS.values())
+def test_the_bound_is_the_cards_formula(cfg, context):
+    """tokens/s = B / max(B F / peak, (P b + B C) / bandwidth), from the sizes on the page, is the module's bound;
+    F = 2P + 4 L n_h d_h T and C = 2 L n_kv d_h T b, with P from its formula."""
+    L, d, n_h, n_kv, d_h, d_ff, V = (cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.head_dim,
+                                     cfg.ffn_dim, cfg.vocab_size)
+    b, T, peak, bandwidth = cost_card.BYTES, context, H100_SXM.peak_flops, H100_SXM.bandwidth
+    P = L * (2 * d * n_h * d_h + 2 * d * n_kv * d_h + (3 if cfg.ffn == "swiglu" else 2) * d * d_ff) + d * V
+    F, C = 2 * P + 4 * L * n_h * d_h * T, 2 * L * n_kv * d_h * T * b
+    row = {name: i for i, name in enumerate(cost_card.ROWS["en"])}
+    worked = cost_card.worked_numbers(cfg, context)
+    for B, name in ((1, "H100 tokens/s bound, batch 1"),
+                    (cost_card.BATCH, f"H100 tokens/s bound, batch {cost_card.BATCH}, all {cost_card.BATCH} sequences")):
+        assert f"{B / max(B * F / peak, (P * b + B * C) / bandwidth):,.0f}" == worked[row[name]]
+    assert f"{F / 1e9:.3f} GFLOP" == worked[row["decode FLOPs per token, $F$"]]
+    assert f"{C / 2**30:.3f} GiB" == worked[row["KV cache of the context, $C$"]]
+    # prefill: the blocks at every position, the LM head at the last one, token t attending to t keys
+    prefill = 2 * (P - d * V) * T + 2 * d * V + 4 * L * n_h * d_h * T * (T + 1) // 2
+    assert f"{prefill / 1e12:.3f} TFLOP" == worked[row["prefill FLOPs of the context"]]
+
+
+def glossary_anchors(glossary: Path) -> set[str]:
+    """The anchors Sphinx gives the glossary's terms: term-, then the term with its spaces and commas as dashes."""
+    block = glossary.read_text(encoding="utf-8").split("```{glossary}")[1].split("```")[0]
+    terms = [line for line in block.splitlines() if line and not line[0].isspace()]
+    return {"term-" + re.sub(r"[^A-Za-z0-9]+", "-", t).strip("-") for t in terms}
+
+
+@pytest.mark.parametrize("lang", PAGES)
+def test_the_card_is_read_after_chapter_8_and_links_the_glossary(lang):
+    text = PAGES[lang].read_text(encoding="utf-8")
+    assert text.splitlines()[2].startswith({"en": "*Read after chapter 8", "zh": "*读完第 8 章"}[lang])
+    anchors = re.findall(r"\]\(glossary\.md#([\w-]+)\)", text)
+    assert {"term-KV-cache", "term-Prefill", "term-Decode", "term-Arithmetic-intensity",
+            "term-Grouped-query-attention", "term-Mixture-of-experts"} <= set(anchors)
+    defined = glossary_anchors(PAGES[lang].parent / "glossary.md")
+    assert set(anchors) <= defined, set(anchors) - defined
+
+
+@pytest.mark.parametrize("lang", PAGES)
 def test_the_prose_quotes_the_table(lang):
     text = PAGES[lang].read_text(encoding="utf-8")
-    in_table = set(re.findall(NUMBER, cost_card.table(lang)))
+    in_table = set(re.findall(NUMBER, cost_card.table(lang) + cost_card.inputs(lang)))
     # besides the table's numbers: the chip's figures and its ridge (989 / 3.35)
     assert round(H100_SXM.ridge) == 295
     allowed = {"989", "3.35", "295"}

@@ -1,10 +1,11 @@
 """The cost card's worked numbers (book/cost_card.md): what a token costs GPT-2 small and a Llama-3-8B-shaped
-model, from the cost model in roofline.py. The page holds the table this module prints; a test compares them.
+model, from the cost model in roofline.py. The page holds the tables this module prints (the inputs: the two
+models' sizes and the H100's figures; then the worked numbers); a test compares them.
 
 Units as chapter 8 prints them: bytes moved and memory in MB and GB (10^6, 10^9 bytes), cache sizes in KiB
 and GiB (2^10, 2^30 bytes).
 
-Usage: python -m transformer_steps.course.cost_card [zh]
+Usage: python -m transformer_steps.course.cost_card [zh]   (the inputs' tables, then the worked numbers)
 """
 
 from __future__ import annotations
@@ -52,6 +53,20 @@ ROWS = {
            "同上，但每个 query 头各配一个 key/value 头",
            f"MoE，{EXPERTS} 个全尺寸专家中选 {TOP_K} 个：FFN 参数的存储量 / 每个 token 用到的量（以稠密 FFN 计）"],
 }
+# the inputs: each model's sizes (as the formulas name them) and the chip's figures
+SIZE_ROWS = {
+    "en": ["blocks, $L$", "width, $d$", "query heads, $n_h$", "key/value heads, $n_{kv}$", "head size, $d_h$",
+           "FFN width, $d_{ff}$", "FFN", "vocabulary, $V$", "LM head tied to the input embedding",
+           "bytes per number, $b$ (bf16)"],
+    "zh": ["block 数 $L$", "宽度 $d$", "query 头数 $n_h$", "key/value 头数 $n_{kv}$", "每个头的大小 $d_h$",
+           "FFN 宽度 $d_{ff}$", "FFN 类型", "词表大小 $V$", "输出头与输入嵌入共用矩阵（weight tying）",
+           "每个数的字节数 $b$（bf16）"],
+}
+YES_NO = {"en": ("yes", "no"), "zh": ("是", "否")}
+SIZES_HEADER = {"en": "| size | GPT-2 small | Llama-3-8B shape |", "zh": "| 尺寸 | GPT-2 small | Llama-3-8B 形状 |"}
+CHIP_ROWS = {"en": ["peak, bf16 dense", "memory bandwidth", "ridge, peak / bandwidth"],
+             "zh": ["峰值算力（bf16，稠密）", "显存带宽", "屋脊点 = 峰值 / 带宽"]}
+CHIP_HEADER = {"en": "| H100 SXM, data sheet | value |", "zh": "| H100 SXM，数据手册 | 数值 |"}
 HEADER = {"en": "| what | GPT-2 small, 1,024 tokens | Llama-3-8B shape, 8,192 tokens |",
           "zh": "| 项目 | GPT-2 small，1,024 个 token | Llama-3-8B 形状，8,192 个 token |"}
 
@@ -105,6 +120,26 @@ def worked_numbers(cfg: ModelConfig, context: int) -> list[str]:
     ]
 
 
+def sizes(cfg: ModelConfig, lang: str = "en") -> list[str]:
+    """One column of the sizes table: the model's shape as the formulas use it, and the bytes per number."""
+    yes, no = YES_NO[lang]
+    return [f"{cfg.n_layers:,}", f"{cfg.d_model:,}", f"{cfg.n_heads:,}", f"{cfg.kv_heads:,}", f"{cfg.head_dim:,}",
+            f"{cfg.ffn_dim:,}", "SwiGLU" if cfg.ffn == "swiglu" else cfg.ffn.upper(), f"{cfg.vocab_size:,}",
+            yes if cfg.tie_embeddings else no, f"{BYTES}"]
+
+
+def inputs(lang: str = "en") -> str:
+    """The card's inputs in Markdown: the two models' sizes, then the H100 figures the bounds use."""
+    columns = [sizes(cfg, lang) for cfg, _ in MODELS.values()]
+    lines = [SIZES_HEADER[lang], "|---|---:|---:|"]
+    lines += [f"| {name} | {a} | {b} |" for name, a, b in zip(SIZE_ROWS[lang], *columns)]
+    chip = [f"{H100_SXM.peak_flops / 1e12:,.0f} TFLOP/s", f"{H100_SXM.bandwidth / 1e12:.2f} TB/s",
+            f"{H100_SXM.ridge:,.0f} FLOP/byte"]
+    lines += ["", CHIP_HEADER[lang], "|---|---:|"]
+    lines += [f"| {name} | {value} |" for name, value in zip(CHIP_ROWS[lang], chip)]
+    return "\n".join(lines)
+
+
 def table(lang: str = "en") -> str:
     """The card's worked-numbers table in Markdown, with row names in English or Chinese."""
     columns = [worked_numbers(cfg, context) for cfg, context in MODELS.values()]
@@ -114,4 +149,4 @@ def table(lang: str = "en") -> str:
 
 
 if __name__ == "__main__":
-    print(table(*sys.argv[1:2]))
+    print(inputs(*sys.argv[1:2]), table(*sys.argv[1:2]), sep="\n\n")
