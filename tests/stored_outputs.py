@@ -42,6 +42,13 @@ def comparable(outputs: list, rules) -> dict[str, str]:
     return found
 
 
+def ignores_output(cell) -> bool:
+    """nbval's rule: a comment line `# NBVAL_IGNORE_OUTPUT` anywhere in the cell (a folded cell's comes after its
+    `# @title` line)."""
+    return any(line.strip().startswith("#") and line.strip().lstrip("#").strip() == "NBVAL_IGNORE_OUTPUT"
+               for line in "".join(cell["source"]).splitlines())
+
+
 def differences(stored_nb, fresh_nb, rules=None) -> list[str]:
     """One readable report per code cell whose fresh text outputs differ from the stored ones."""
     rules = sanitizers() if rules is None else rules
@@ -50,7 +57,7 @@ def differences(stored_nb, fresh_nb, rules=None) -> list[str]:
     fresh_cells = [c for c in fresh_nb["cells"] if c["cell_type"] == "code"]
     assert len(stored_cells) == len(fresh_cells), "the two notebooks must have the same code cells"
     for index, (stored, fresh) in enumerate(zip(stored_cells, fresh_cells)):
-        if "".join(stored["source"]).lstrip().startswith("# NBVAL_IGNORE_OUTPUT"):
+        if ignores_output(stored):
             continue
         want, got = comparable(stored["outputs"], rules), comparable(fresh["outputs"], rules)
         if want == got:

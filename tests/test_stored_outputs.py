@@ -53,3 +53,15 @@ def test_ignored_cells_images_and_sanitized_timings_do_not_count():
     fresh.cells[2].outputs[0]["data"]["image/png"] = "BBBB"  # images are not compared
     fresh.cells[3].outputs[0]["text"] = "took 14.0 s\n"  # the timings sanitizer
     assert differences(STORED, fresh) == []
+
+
+def test_a_folded_cell_marks_its_output_ignored_after_its_title_as_nbval_does():
+    # fold() puts "# @title ..." first, so the marker is on the second line; nbval reads it on any comment line
+    stored = notebook(("# @title Measure: a timing\n# NBVAL_IGNORE_OUTPUT\nprint(t)", [stream("matrix products: 69% of a step\n")]),
+                      ("# @title Not ignored\nx = 1  # NBVAL_IGNORE_OUTPUT is only a word here\nprint(x)",
+                       [stream("1\n")]))
+    fresh = copy.deepcopy(stored)
+    fresh.cells[0].outputs = [stream("matrix products: 76% of a step\n")]
+    assert differences(stored, fresh) == []
+    fresh.cells[1].outputs = [stream("2\n")]
+    assert len(differences(stored, fresh)) == 1
