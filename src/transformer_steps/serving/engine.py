@@ -50,16 +50,10 @@ class Engine:
 
     continuous=False: static batching, a new batch only once the whole batch has finished. A request that
     finishes early leaves the batch at once: its slot idles, but nothing more is computed for it. That is the
-    stronger of the two static baselines, and the one this engine implements, so that continuous batching is
-    credited only with what it adds: filling the idle slots. A batched `generate` (request-level scheduling, the
-    baseline of Orca's paper) instead keeps computing a finished row until the batch's longest request ends. On
-    bench (g2)'s trace, where all 32 requests arrive at once, both static kinds take 465 decode steps against
-    continuous batching's 371; leaving the batch computes the same 3,534 decode rows as continuous batching,
-    keeping the finished rows 7,440. What fewer steps buy depends on what a step costs: on one CPU thread a decode
-    step there took about 5 ms plus 1.2 ms per row (the rows' matmuls, and their keys and values gathered and
-    attended over), so the same rows in fewer steps came to about 1.1x in CPU time (about 2x against the static
-    batching that keeps the finished rows); were the per-row part free, as it nearly is where the weights' reads
-    dominate (a GPU at these batch sizes), fewer steps alone would give at most 465 / 371 = 1.25x."""
+    stronger of the two static baselines, so that continuous batching is credited only with what it adds,
+    filling the idle slots; a batched `generate` (Orca's baseline) instead keeps computing a finished row until
+    the batch's longest request ends. Bench (g2) times both, and fits what a decode step costs per step and per
+    row, which decides what fewer steps buy."""
 
     def __init__(self, model: TransformerLM, max_batch_size: int = 16, num_blocks: int = 512,
                  block_size: int = 16, prefix_caching: bool = False, continuous: bool = True):
