@@ -141,8 +141,9 @@ def check_book(root: Path, repository_url: str, branch: str, notebooks: set[str]
             browser = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             # playwright's 30 s default: a page with figures and MathJax took longer to go idle on a 2-core
-            # machine whose other core ran a test worker and its kernel
-            context.set_default_timeout(90_000)
+            # machine whose other core ran a test worker and its kernel, and one took over 90 s with that
+            # machine's load at 8 (a clean-clone run beside seven editors' kernels)
+            context.set_default_timeout(180_000)
 
             def route(r):  # the book must read offline: nothing may come from outside
                 if r.request.url.startswith(base) or r.request.url.startswith("data:"):
